@@ -1,0 +1,141 @@
+#include "supervisor.h"
+
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+
+#include "hydro/checkpoint_dir.h"
+#include "hydro/log.h"
+#include "hydro/signal_map.h"
+
+namespace hydro::launcher {
+namespace {
+
+void say(const std::string& m) { log_line("hydro-launch", m); }
+
+// Signals forwarded to the training program. Under proctrack/cgroup Slurm signals only the direct
+// children of slurmstepd, so the program never sees these unless we pass them on.
+constexpr int kForwarded[] = {SIGTSTP, SIGCONT, SIGTERM, SIGUSR1, SIGUSR2, SIGINT, SIGHUP, SIGQUIT};
+
+void prepare_resume(const Options& o) {
+  ::unsetenv("HYDRO_RESUME_FROM");
+  if (o.checkpoint_dir.empty()) {
+    say("no checkpoint directory (--checkpoint-dir or HYDRO_CKPT_DIR): the program starts fresh");
+    return;
+  }
+  ::setenv("HYDRO_CKPT_DIR", o.checkpoint_dir.c_str(), 1);
+  CheckpointDir dir(o.checkpoint_dir);
+  Status st = dir.open();
+  if (!st.ok()) {
+    say("error: checkpoint directory: " + st.message());
+    std::exit(2);
+  }
+  std::optional<CheckpointInfo> found;
+  std::vector<std::string> warnings;
+  st = dir.latest_valid(&found, &warnings);
+  for (const auto& w : warnings) say("warning: " + w);
+  if (!found) {
+    say("no valid checkpoint in " + o.checkpoint_dir + ": the program starts fresh");
+    return;
+  }
+  ::setenv("HYDRO_RESUME_FROM", found->path.c_str(), 1);
+  say("resuming from step " + std::to_string(found->step) + " (" + found->path + ")");
+}
+
+pid_t spawn(const std::vector<std::string>& command, const sigset_t& old_mask) {
+  pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  ::setpgid(0, 0);
+  ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+  std::vector<char*> argv;
+  for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  ::execvp(argv[0], argv.data());
+  say("error: cannot run " + command[0] + ": " + std::strerror(errno));
+  ::_exit(127);
+}
+
+int requeue_job(const std::string& scontrol, const std::string& job_id) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::execlp(scontrol.c_str(), scontrol.c_str(), "requeue", job_id.c_str(), static_cast<char*>(nullptr));
+    say("error: cannot run " + scontrol + ": " + std::strerror(errno));
+    ::_exit(127);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+}  // namespace
+
+int run(const Options& o) {
+  sigset_t handled, old_mask;
+  sigemptyset(&handled);
+  for (int s : kForwarded) sigaddset(&handled, s);
+  sigaddset(&handled, SIGCHLD);
+  if (o.requeue_signal) sigaddset(&handled, o.requeue_signal);
+  ::sigprocmask(SIG_BLOCK, &handled, &old_mask);
+  int sfd = ::signalfd(-1, &handled, SFD_CLOEXEC);
+  if (sfd < 0) {
+    say(std::string("error: signalfd: ") + std::strerror(errno));
+    return 1;
+  }
+
+  prepare_resume(o);
+  pid_t child = spawn(o.command, old_mask);
+  if (child < 0) {
+    say(std::string("error: fork: ") + std::strerror(errno));
+    return 1;
+  }
+  say("started " + o.command[0] + " as pid " + std::to_string(child));
+
+  bool terminating = false;
+  int status = 0;
+  for (;;) {
+    struct signalfd_siginfo si;
+    ssize_t n = ::read(sfd, &si, sizeof si);
+    if (n < 0 && errno == EINTR) continue;
+    if (n != sizeof si) {
+      say(std::string("error: reading signals: ") + std::strerror(errno));
+      ::kill(child, SIGKILL);
+    }
+    int sig = n == sizeof si ? static_cast<int>(si.ssi_signo) : SIGCHLD;
+    if (sig == SIGCHLD) {
+      pid_t r = ::waitpid(child, &status, WNOHANG);
+      if (r == child) break;
+      continue;
+    }
+    if (o.requeue_signal && sig == o.requeue_signal) {
+      say(signal_name(sig) + ": asking the program to checkpoint and exit, then requeueing the job");
+      ::kill(child, SIGTERM);
+      continue;
+    }
+    if (sig == SIGTERM) terminating = true;
+    say("forwarding " + signal_name(sig) + " to pid " + std::to_string(child));
+    ::kill(child, sig);
+  }
+
+  const char* job_id = std::getenv("SLURM_JOB_ID");
+  ExitDecision d = decide_exit(status, terminating, job_id && *job_id);
+  say(d.why);
+  if (d.requeue) {
+    int rc = requeue_job(o.scontrol, job_id);
+    if (rc != 0) {
+      say("error: " + o.scontrol + " requeue " + job_id + " failed with status " + std::to_string(rc) +
+          "; the job was not requeued (was it submitted with --requeue?)");
+      return d.exit_code;
+    }
+    say("job " + std::string(job_id) + " requeued");
+  }
+  return d.exit_code;
+}
+
+}  // namespace hydro::launcher

@@ -1,0 +1,30 @@
+// hydro-launch's process supervision: start the training program, forward Slurm's signals to it,
+// and turn its "checkpointed, requeue me" exit status into a requeue of the job.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace hydro::launcher {
+
+struct Options {
+  std::string checkpoint_dir;  // --checkpoint-dir, else $HYDRO_CKPT_DIR; empty = none
+  int requeue_signal = 0;      // --requeue-signal: checkpoint, exit, requeue the job (0 = none)
+  std::string scontrol = "scontrol";
+  std::vector<std::string> command;
+};
+
+// What to do once the child has exited with `status` (a wait status).
+struct ExitDecision {
+  int exit_code;
+  bool requeue;  // run `scontrol requeue $SLURM_JOB_ID`
+  std::string why;
+};
+// `terminating`: Slurm sent SIGTERM (requeue, scancel, time limit, preemption): Slurm decides.
+// `in_slurm_job`: SLURM_JOB_ID is set.
+ExitDecision decide_exit(int wait_status, bool terminating, bool in_slurm_job);
+
+// Runs the command to completion. Returns hydro-launch's exit code.
+int run(const Options& options);
+
+}  // namespace hydro::launcher

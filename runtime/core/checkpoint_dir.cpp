@@ -1,0 +1,238 @@
+#include "hydro/checkpoint_dir.h"
+
+#include <signal.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cinttypes>
+#include <cstdio>
+
+namespace hydro {
+namespace {
+
+constexpr const char* kStagingPrefix = ".tmp-";
+constexpr const char* kLinkPrefix = ".latest-";
+
+std::atomic<uint64_t> g_seq{0};
+
+// A name private to this process: two writers never collide.
+std::string private_suffix() {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, ".%d.%" PRIu64, static_cast<int>(::getpid()), g_seq.fetch_add(1));
+  return buf;
+}
+
+// Staging names end in ".<pid>.<seq>"; the pid tells whether its writer still lives.
+bool writer_alive(const std::string& name) {
+  size_t last = name.rfind('.');
+  if (last == std::string::npos || last == 0) return true;
+  size_t prev = name.rfind('.', last - 1);
+  if (prev == std::string::npos) return true;
+  long pid = std::strtol(name.c_str() + prev + 1, nullptr, 10);
+  if (pid <= 0) return true;
+  return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+}
+
+}  // namespace
+
+std::string CheckpointDir::name_for(int64_t step) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "step-%012" PRId64, step);
+  return buf;
+}
+
+bool CheckpointDir::parse_name(const std::string& name, int64_t* step) {
+  if (name.size() != 17 || name.compare(0, 5, "step-") != 0) return false;
+  if (!std::all_of(name.begin() + 5, name.end(), [](char c) { return c >= '0' && c <= '9'; })) return false;
+  *step = std::strtoll(name.c_str() + 5, nullptr, 10);
+  return true;
+}
+
+CheckpointDir::CheckpointDir(std::string root, Fs& fs, int keep_last)
+    : root_(std::move(root)), fs_(fs), keep_last_(keep_last) {
+  while (root_.size() > 1 && root_.back() == '/') root_.pop_back();
+}
+
+Status CheckpointDir::open() {
+  if (root_.empty() || root_[0] != '/')
+    return Status::invalid_argument("checkpoint directory must be an absolute path, got '" + root_ + "'");
+  HYDRO_RETURN_IF_ERROR(fs_.make_dirs(root_, 0700));
+  std::vector<std::string> names;
+  HYDRO_RETURN_IF_ERROR(fs_.list_dir(root_, &names));
+  for (const auto& n : names) {
+    bool ours = n.rfind(kStagingPrefix, 0) == 0 || n.rfind(kLinkPrefix, 0) == 0;
+    if (ours && !writer_alive(n)) HYDRO_RETURN_IF_ERROR(fs_.remove_tree(root_ + "/" + n));
+  }
+  return Status::OK();
+}
+
+Status CheckpointDir::begin(int64_t step, std::unique_ptr<CheckpointWriter>* out) {
+  if (step < 0) return Status::invalid_argument("checkpoint step must be >= 0");
+  std::string staging = root_ + "/" + kStagingPrefix + name_for(step) + private_suffix();
+  HYDRO_RETURN_IF_ERROR(fs_.make_dir(staging, 0700));
+  out->reset(new CheckpointWriter(this, staging, step));
+  return Status::OK();
+}
+
+CheckpointWriter::CheckpointWriter(CheckpointDir* dir, std::string staging, int64_t step)
+    : dir_(dir), staging_(std::move(staging)) {
+  manifest_.step = step;
+  manifest_.hydro_version = HYDRO_VERSION;
+}
+
+CheckpointWriter::~CheckpointWriter() {
+  if (!done_) (void)dir_->fs_.remove_tree(staging_);
+}
+
+Status CheckpointWriter::write_file(const std::string& name, const void* data, size_t size) {
+  if (done_) return Status::invalid_argument("checkpoint already committed");
+  if (name.empty() || name.find('/') != std::string::npos || name[0] == '.' || name == Manifest::kFileName)
+    return Status::invalid_argument("bad checkpoint file name '" + name + "'");
+  std::unique_ptr<WritableFile> f;
+  std::string path = staging_ + "/" + name;
+  HYDRO_RETURN_IF_ERROR(dir_->fs_.new_writable(path, &f));
+  HYDRO_RETURN_IF_ERROR(f->append(data, size));
+  HYDRO_RETURN_IF_ERROR(f->sync());
+  HYDRO_RETURN_IF_ERROR(f->close());
+  manifest_.files.push_back({name, size, XXH64(data, size, 0)});
+  return Status::OK();
+}
+
+Status CheckpointWriter::commit(CheckpointInfo* out) {
+  if (done_) return Status::invalid_argument("checkpoint already committed");
+  Fs& fs = dir_->fs_;
+  const std::string& root = dir_->root_;
+  const std::string name = CheckpointDir::name_for(manifest_.step);
+  const std::string final_path = root + "/" + name;
+
+  // Not committed until the rename below: any failure leaves `latest` where it was.
+  std::string json = manifest_.to_json();
+  std::unique_ptr<WritableFile> f;
+  HYDRO_RETURN_IF_ERROR(fs.new_writable(staging_ + "/" + Manifest::kFileName, &f));
+  HYDRO_RETURN_IF_ERROR(f->append(json.data(), json.size()));
+  HYDRO_RETURN_IF_ERROR(f->sync());
+  HYDRO_RETURN_IF_ERROR(f->close());
+  HYDRO_RETURN_IF_ERROR(fs.sync_dir(staging_));
+
+  Status s = fs.rename_noreplace(staging_, final_path);
+  if (!s.ok() && fs.exists(final_path)) {
+    // The same step was committed before (a resume from an older checkpoint got here again).
+    // Move the old one aside. A crash between the two renames can leave `latest` dangling;
+    // latest_valid() then falls back to the newest complete checkpoint.
+    std::string aside = root + "/" + kStagingPrefix + "old-" + name + private_suffix();
+    HYDRO_RETURN_IF_ERROR(fs.rename_noreplace(final_path, aside));
+    s = fs.rename_noreplace(staging_, final_path);
+    (void)fs.remove_tree(aside);
+  }
+  HYDRO_RETURN_IF_ERROR(s);
+  done_ = true;
+
+  // Visible from here on. A failure now cannot be undone: report "durability uncertain".
+  Status d = fs.sync_dir(root);
+  if (d.ok()) d = dir_->swap_latest(name);
+  if (out) *out = CheckpointInfo{name, final_path, manifest_.step};
+  if (!d.ok()) return Status::durability_uncertain("checkpoint " + final_path + ": " + d.message());
+  if (dir_->keep_last_ > 0) {
+    Status p = dir_->prune(dir_->keep_last_);
+    if (!p.ok()) return Status::durability_uncertain("committed " + final_path + ", but pruning failed: " + p.message());
+  }
+  return Status::OK();
+}
+
+Status CheckpointDir::swap_latest(const std::string& name) {
+  std::string tmp = root_ + "/" + kLinkPrefix + name + private_suffix();
+  HYDRO_RETURN_IF_ERROR(fs_.symlink(name, tmp));
+  Status s = fs_.rename(tmp, root_ + "/" + kLatest);
+  if (!s.ok()) {
+    (void)fs_.remove_tree(tmp);
+    return s;
+  }
+  return fs_.sync_dir(root_);
+}
+
+Status CheckpointDir::verify(const std::string& name, Manifest* out) const {
+  const std::string dir = root_ + "/" + name;
+  const std::string mpath = dir + "/" + Manifest::kFileName;
+  std::string text;
+  Status s = fs_.read_file(mpath, &text);
+  if (!s.ok()) return Status::corruption("checkpoint " + dir + ": missing or unreadable manifest: " + s.message());
+  Manifest m;
+  HYDRO_RETURN_IF_ERROR(Manifest::parse(text, mpath, &m));
+  int64_t step = 0;
+  if (!parse_name(name, &step) || step != m.step)
+    return Status::corruption(mpath + ": step " + std::to_string(m.step) + " does not match directory " + name);
+  std::string bytes;
+  for (const auto& f : m.files) {
+    const std::string path = dir + "/" + f.name;
+    s = fs_.read_file(path, &bytes);
+    if (!s.ok()) return Status::corruption("checkpoint file " + path + ": " + s.message());
+    if (bytes.size() != f.size)
+      return Status::corruption("checkpoint file " + path + ": size " + std::to_string(bytes.size()) +
+                                ", manifest says " + std::to_string(f.size) + " (truncated?)");
+    if (XXH64(bytes.data(), bytes.size(), 0) != f.xxh64)
+      return Status::corruption("checkpoint file " + path + ": checksum does not match the manifest");
+  }
+  if (out) *out = std::move(m);
+  return Status::OK();
+}
+
+std::vector<CheckpointInfo> CheckpointDir::list() const {
+  std::vector<CheckpointInfo> out;
+  std::vector<std::string> names;
+  if (!fs_.list_dir(root_, &names).ok()) return out;
+  for (const auto& n : names) {
+    int64_t step;
+    if (parse_name(n, &step)) out.push_back({n, root_ + "/" + n, step});
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.step < b.step; });
+  return out;
+}
+
+Status CheckpointDir::latest_valid(std::optional<CheckpointInfo>* out, std::vector<std::string>* warnings) const {
+  out->reset();
+  std::string target;
+  const std::string link = root_ + "/" + kLatest;
+  Status s = fs_.read_link(link, &target);
+  int64_t step = 0;
+  if (s.ok()) {
+    if (!parse_name(target, &step)) {
+      warnings->push_back(link + " points at '" + target + "', which is not a checkpoint name");
+    } else if (Status v = verify(target); v.ok()) {
+      *out = CheckpointInfo{target, root_ + "/" + target, step};
+      return Status::OK();
+    } else {
+      warnings->push_back(v.message());
+    }
+  } else if (s.code() != Code::not_found) {
+    warnings->push_back(s.message());
+  }
+  auto all = list();
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    if (it->name == target) continue;
+    Status v = verify(it->name);
+    if (v.ok()) {
+      if (!target.empty()) warnings->push_back("falling back to " + it->path);
+      *out = *it;
+      return Status::OK();
+    }
+    warnings->push_back(v.message());
+  }
+  return Status::OK();
+}
+
+Status CheckpointDir::prune(int keep_last) {
+  if (keep_last <= 0) return Status::OK();
+  std::string latest;
+  (void)fs_.read_link(root_ + "/" + kLatest, &latest);
+  auto all = list();
+  int excess = static_cast<int>(all.size()) - keep_last;
+  for (int i = 0; i < excess; ++i) {
+    if (all[i].name == latest) continue;
+    HYDRO_RETURN_IF_ERROR(fs_.remove_tree(all[i].path));
+  }
+  return Status::OK();
+}
+
+}  // namespace hydro

@@ -1,0 +1,66 @@
+#include "hydro/manifest.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+namespace hydro {
+namespace {
+
+std::string hex64(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
+  return buf;
+}
+
+bool parse_hex64(const std::string& s, uint64_t* out) {
+  if (s.size() != 16) return false;
+  char* end = nullptr;
+  *out = std::strtoull(s.c_str(), &end, 16);
+  return end == s.c_str() + s.size();
+}
+
+}  // namespace
+
+std::string Manifest::to_json() const {
+  nlohmann::json j;
+  j["format"] = kFormat;
+  j["hydro_version"] = hydro_version;
+  j["step"] = step;
+  j["epoch"] = epoch;
+  j["world_size"] = world_size;
+  j["files"] = nlohmann::json::array();
+  for (const auto& f : files)
+    j["files"].push_back({{"name", f.name}, {"size", f.size}, {"xxh64", hex64(f.xxh64)}});
+  return j.dump(2) + "\n";
+}
+
+Status Manifest::parse(const std::string& text, const std::string& where, Manifest* out) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return Status::corruption(where + ": not valid JSON");
+  try {
+    if (j.value("format", "") != kFormat)
+      return Status::corruption(where + ": format is not " + std::string(kFormat));
+    Manifest m;
+    m.hydro_version = j.at("hydro_version").get<std::string>();
+    m.step = j.at("step").get<int64_t>();
+    m.epoch = j.at("epoch").get<int64_t>();
+    m.world_size = j.at("world_size").get<int>();
+    for (const auto& f : j.at("files")) {
+      ManifestFile mf;
+      mf.name = f.at("name").get<std::string>();
+      mf.size = f.at("size").get<uint64_t>();
+      if (!parse_hex64(f.at("xxh64").get<std::string>(), &mf.xxh64))
+        return Status::corruption(where + ": bad xxh64 for " + mf.name);
+      if (mf.name.empty() || mf.name.find('/') != std::string::npos || mf.name[0] == '.')
+        return Status::corruption(where + ": bad file name '" + mf.name + "'");
+      m.files.push_back(std::move(mf));
+    }
+    *out = std::move(m);
+  } catch (const nlohmann::json::exception& e) {
+    return Status::corruption(where + ": " + e.what());
+  }
+  return Status::OK();
+}
+
+}  // namespace hydro

@@ -1,0 +1,141 @@
+#include "hydro/pause_gate.h"
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <mutex>
+#include <thread>
+
+namespace hydro {
+namespace {
+
+long futex(std::atomic<uint32_t>* word, int op, uint32_t val) {
+  static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "futex word layout");
+  return ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, val, nullptr, nullptr, 0);
+}
+
+// Handler state: plain arrays, read by handlers without locks.
+std::atomic<int> g_action[NSIG];  // Action + 1; 0 = not ours
+struct sigaction g_previous[NSIG];
+int g_pipe[2] = {-1, -1};
+std::thread* g_watcher = nullptr;
+std::mutex g_lifecycle;
+
+void handler(int signo, siginfo_t* info, void* ucontext) {
+  const int saved_errno = errno;
+  const int a = g_action[signo].load(std::memory_order_relaxed) - 1;
+  PauseGate& gate = PauseGate::instance();
+  if (a == static_cast<int>(Action::pause)) gate.request_pause();
+  else if (a == static_cast<int>(Action::resume)) gate.request_resume();
+  else if (a == static_cast<int>(Action::checkpoint_exit)) gate.request_exit();
+  if (g_pipe[1] >= 0) {
+    unsigned char b = static_cast<unsigned char>(signo);
+    ssize_t ignored = ::write(g_pipe[1], &b, 1);  // full pipe: the watcher is behind; fine
+    (void)ignored;
+  }
+  // Chain to a handler installed before ours (never to SIG_DFL: that would stop or kill us).
+  const struct sigaction& prev = g_previous[signo];
+  if (prev.sa_flags & SA_SIGINFO) {
+    if (prev.sa_sigaction) prev.sa_sigaction(signo, info, ucontext);
+  } else if (prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN && prev.sa_handler) {
+    prev.sa_handler(signo);
+  }
+  errno = saved_errno;
+}
+
+void watch(SignalBridge::Listener listener) {
+  for (;;) {
+    unsigned char buf[64];
+    ssize_t n = ::read(g_pipe[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    for (ssize_t i = 0; i < n; ++i) {
+      if (buf[i] == 0) return;  // stop()
+      int signo = buf[i];
+      int a = g_action[signo].load(std::memory_order_relaxed) - 1;
+      if (a >= 0 && listener) listener(signo, static_cast<Action>(a));
+    }
+  }
+}
+
+}  // namespace
+
+PauseGate& PauseGate::instance() {
+  static PauseGate gate;
+  return gate;
+}
+
+void PauseGate::request_pause() noexcept { word_.fetch_or(1u, std::memory_order_acq_rel); }
+
+void PauseGate::request_resume() noexcept {
+  uint32_t old = word_.load(std::memory_order_relaxed);
+  while (!word_.compare_exchange_weak(old, (old & ~1u) + 2u, std::memory_order_acq_rel)) {
+  }
+  futex(&word_, FUTEX_WAKE_PRIVATE, INT_MAX);
+}
+
+void PauseGate::request_exit() noexcept {
+  exit_.store(true, std::memory_order_release);
+  request_resume();
+}
+
+void PauseGate::wait_while_paused() noexcept {
+  for (;;) {
+    uint32_t v = word_.load(std::memory_order_acquire);
+    if (!(v & 1u)) return;
+    futex(&word_, FUTEX_WAIT_PRIVATE, v);  // returns at once if the word changed since the load
+  }
+}
+
+void PauseGate::reset_for_test() noexcept {
+  exit_.store(false);
+  request_resume();
+}
+
+Status SignalBridge::start(const SignalMap& map, Listener listener) {
+  std::lock_guard<std::mutex> lock(g_lifecycle);
+  if (g_watcher) return Status::invalid_argument("hydro signal handlers are already installed");
+  if (::pipe2(g_pipe, O_CLOEXEC) != 0) return Status::from_errno(errno, "pipe for the signal watcher");
+  ::fcntl(g_pipe[1], F_SETFL, O_NONBLOCK);
+  for (const auto& [signo, action] : map.entries()) {
+    g_action[signo].store(static_cast<int>(action) + 1);
+    struct sigaction sa {};
+    sa.sa_sigaction = handler;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    if (::sigaction(signo, &sa, &g_previous[signo]) != 0) {
+      Status s = Status::from_errno(errno, "sigaction " + signal_name(signo));
+      g_action[signo].store(0);
+      return s;
+    }
+  }
+  g_watcher = new std::thread(watch, std::move(listener));
+  return Status::OK();
+}
+
+void SignalBridge::stop() {
+  std::lock_guard<std::mutex> lock(g_lifecycle);
+  if (!g_watcher) return;
+  for (int signo = 1; signo < NSIG; ++signo) {
+    if (g_action[signo].load() == 0) continue;
+    ::sigaction(signo, &g_previous[signo], nullptr);
+    g_action[signo].store(0);
+  }
+  unsigned char stop = 0;
+  while (::write(g_pipe[1], &stop, 1) < 0 && errno == EINTR) {
+  }
+  g_watcher->join();
+  delete g_watcher;
+  g_watcher = nullptr;
+  ::close(g_pipe[0]);
+  ::close(g_pipe[1]);
+  g_pipe[0] = g_pipe[1] = -1;
+}
+
+}  // namespace hydro

@@ -1,0 +1,107 @@
+#include "hydro/signal_map.h"
+
+#include <signal.h>
+
+#include <cstdlib>
+#include <cstring>
+
+namespace hydro {
+namespace {
+
+struct Named { const char* name; int signo; };
+constexpr Named kSignals[] = {
+    {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"ABRT", SIGABRT}, {"KILL", SIGKILL},
+    {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"PIPE", SIGPIPE}, {"ALRM", SIGALRM}, {"TERM", SIGTERM},
+    {"CHLD", SIGCHLD}, {"CONT", SIGCONT}, {"STOP", SIGSTOP}, {"TSTP", SIGTSTP}, {"TTIN", SIGTTIN},
+    {"TTOU", SIGTTOU}, {"URG", SIGURG},   {"XCPU", SIGXCPU}, {"XFSZ", SIGXFSZ}, {"VTALRM", SIGVTALRM},
+    {"PROF", SIGPROF}, {"WINCH", SIGWINCH}, {"IO", SIGIO},   {"PWR", SIGPWR},   {"SYS", SIGSYS},
+};
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (;;) {
+    size_t pos = s.find(sep, start);
+    out.push_back(s.substr(start, pos - start));
+    if (pos == std::string::npos) return out;
+    start = pos + 1;
+  }
+}
+
+}  // namespace
+
+const char* action_name(Action a) {
+  switch (a) {
+    case Action::pause: return "pause";
+    case Action::resume: return "resume";
+    case Action::checkpoint_exit: return "checkpoint_exit";
+  }
+  return "?";
+}
+
+int parse_signal(const std::string& in) {
+  std::string name = in;
+  if (name.rfind("SIG", 0) == 0) name = name.substr(3);
+  if (!name.empty() && std::strspn(name.c_str(), "0123456789") == name.size()) {
+    long n = std::strtol(name.c_str(), nullptr, 10);
+    return (n > 0 && n < NSIG) ? static_cast<int>(n) : 0;
+  }
+  for (const auto& s : kSignals)
+    if (name == s.name) return s.signo;
+  return 0;
+}
+
+std::string signal_name(int signo) {
+  for (const auto& s : kSignals)
+    if (s.signo == signo) return std::string("SIG") + s.name;
+  return "signal " + std::to_string(signo);
+}
+
+SignalMap SignalMap::defaults() {
+  SignalMap m;
+  m.map_ = {{SIGTSTP, Action::pause},  {SIGUSR1, Action::pause}, {SIGCONT, Action::resume},
+            {SIGUSR2, Action::resume}, {SIGTERM, Action::checkpoint_exit}};
+  return m;
+}
+
+Status SignalMap::parse(const std::string& spec, const std::string& setting, SignalMap* out) {
+  SignalMap m = defaults();
+  if (spec.empty()) {
+    *out = m;
+    return Status::OK();
+  }
+  for (const auto& clause : split(spec, ';')) {
+    if (clause.empty()) continue;
+    size_t eq = clause.find('=');
+    if (eq == std::string::npos)
+      return Status::invalid_argument(setting + ": '" + clause + "' is not ACTION=SIGNAL[,SIGNAL...]");
+    std::string action = clause.substr(0, eq);
+    Action a;
+    if (action == "pause") a = Action::pause;
+    else if (action == "resume") a = Action::resume;
+    else if (action == "checkpoint_exit") a = Action::checkpoint_exit;
+    else
+      return Status::invalid_argument(setting + ": unknown action '" + action +
+                                      "' (expected pause, resume or checkpoint_exit)");
+    for (auto it = m.map_.begin(); it != m.map_.end();) it = it->second == a ? m.map_.erase(it) : std::next(it);
+    for (const auto& sig : split(clause.substr(eq + 1), ',')) {
+      if (sig.empty()) continue;
+      int signo = parse_signal(sig);
+      if (signo == 0) return Status::invalid_argument(setting + ": unknown signal '" + sig + "'");
+      if (signo == SIGKILL || signo == SIGSTOP)
+        return Status::invalid_argument(setting + ": " + signal_name(signo) + " cannot be caught");
+      m.map_[signo] = a;
+    }
+  }
+  *out = m;
+  return Status::OK();
+}
+
+bool SignalMap::lookup(int signo, Action* out) const {
+  auto it = map_.find(signo);
+  if (it == map_.end()) return false;
+  *out = it->second;
+  return true;
+}
+
+}  // namespace hydro

@@ -1,0 +1,87 @@
+// The checkpoint-directory protocol. A root holds one directory per step and a `latest` symlink:
+//
+//   root/step-000000000120/{model.pt, ..., manifest.json}
+//   root/latest -> step-000000000120
+//
+// A checkpoint is written into a private staging directory, every file fsynced, the manifest
+// (sizes and xxh64 of every file) written last, the staging directory renamed into place with
+// RENAME_NOREPLACE, the root fsynced, and `latest` swapped by renaming a fresh symlink over it.
+// A crash at any point leaves `latest` on the previous complete checkpoint.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hydro/durable_fs.h"
+#include "hydro/manifest.h"
+#include "hydro/status.h"
+
+namespace hydro {
+
+struct CheckpointInfo {
+  std::string name;  // step-000000000120
+  std::string path;  // root/step-000000000120
+  int64_t step = 0;
+};
+
+class CheckpointDir;
+
+// One checkpoint being written. Destroying it without commit() removes the staging directory.
+class CheckpointWriter {
+ public:
+  ~CheckpointWriter();
+  // Writes one whole file into the checkpoint and fsyncs it.
+  Status write_file(const std::string& name, const void* data, size_t size);
+  Status write_file(const std::string& name, const std::string& bytes) {
+    return write_file(name, bytes.data(), bytes.size());
+  }
+  void set_epoch(int64_t epoch) { manifest_.epoch = epoch; }
+  // Makes the checkpoint durable and points `latest` at it. On Code::durability_uncertain the
+  // checkpoint is visible but a later fsync failed: it may not survive a power loss.
+  Status commit(CheckpointInfo* out = nullptr);
+
+ private:
+  friend class CheckpointDir;
+  CheckpointWriter(CheckpointDir* dir, std::string staging, int64_t step);
+  CheckpointDir* dir_;
+  std::string staging_;
+  Manifest manifest_;
+  bool done_ = false;
+};
+
+class CheckpointDir {
+ public:
+  static constexpr const char* kLatest = "latest";
+
+  explicit CheckpointDir(std::string root, Fs& fs = posix_fs(), int keep_last = 0);
+
+  const std::string& root() const { return root_; }
+  // Creates the root (mode 0700) if missing and removes staging left by dead writers.
+  Status open();
+  Status begin(int64_t step, std::unique_ptr<CheckpointWriter>* out);
+
+  // Checks a checkpoint against its manifest: every file present, of the right size and hash.
+  Status verify(const std::string& name, Manifest* out = nullptr) const;
+  // The newest checkpoint that verifies: `latest` first, then the others newest first.
+  // Sets *out to nullopt when there is none. Problems found on the way go to *warnings.
+  Status latest_valid(std::optional<CheckpointInfo>* out, std::vector<std::string>* warnings) const;
+  // Committed checkpoints, oldest first (not verified).
+  std::vector<CheckpointInfo> list() const;
+  // Deletes all but the newest `keep_last` checkpoints; never `latest`'s target.
+  Status prune(int keep_last);
+
+  static std::string name_for(int64_t step);
+  static bool parse_name(const std::string& name, int64_t* step);
+
+ private:
+  friend class CheckpointWriter;
+  Status swap_latest(const std::string& name);
+  std::string root_;
+  Fs& fs_;
+  int keep_last_;
+};
+
+}  // namespace hydro

@@ -1,0 +1,33 @@
+// A checkpoint's manifest.json: what it holds, with each file's size and xxh64.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hydro/status.h"
+
+namespace hydro {
+
+struct ManifestFile {
+  std::string name;
+  uint64_t size = 0;
+  uint64_t xxh64 = 0;
+};
+
+struct Manifest {
+  static constexpr const char* kFileName = "manifest.json";
+  static constexpr const char* kFormat = "hydro-checkpoint/1";
+
+  int64_t step = 0;
+  int64_t epoch = 0;
+  int world_size = 1;
+  std::string hydro_version;
+  std::vector<ManifestFile> files;
+
+  std::string to_json() const;
+  // `where` names the file in error messages.
+  static Status parse(const std::string& text, const std::string& where, Manifest* out);
+};
+
+}  // namespace hydro

@@ -1,0 +1,49 @@
+// The process-wide pause state. Signal handlers write it (async-signal-safe: atomics and a futex
+// wake only); training threads read it at operator and step boundaries and block on the futex,
+// which a signal handler can wake, while paused.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+
+#include "hydro/signal_map.h"
+#include "hydro/status.h"
+
+namespace hydro {
+
+class PauseGate {
+ public:
+  static PauseGate& instance();
+
+  // Async-signal-safe.
+  void request_pause() noexcept;
+  void request_resume() noexcept;
+  void request_exit() noexcept;  // checkpoint-and-exit; also releases a pause so the step can end
+  bool pause_pending() const noexcept { return word_.load(std::memory_order_acquire) & 1u; }
+  bool exit_requested() const noexcept { return exit_.load(std::memory_order_acquire); }
+
+  // Blocks the calling thread until the pause is released. Returns at once when none is pending.
+  void wait_while_paused() noexcept;
+
+  void reset_for_test() noexcept;
+
+ private:
+  // Bit 0: paused. Bits 1..: a generation bumped on every release, so a waiter never sleeps
+  // through a release that happened between its check and its futex wait.
+  std::atomic<uint32_t> word_{0};
+  std::atomic<bool> exit_{false};
+};
+
+// Installs handlers for every signal in a SignalMap. A handler applies the action to the
+// PauseGate, chains to any handler installed before ours, and writes the signal number to a
+// wakeup pipe. A watcher thread reads the pipe and calls `listener` outside signal context.
+class SignalBridge {
+ public:
+  using Listener = std::function<void(int signo, Action action)>;
+  static Status start(const SignalMap& map, Listener listener);
+  // Restores the previous handlers and joins the watcher. Safe to call when not started.
+  static void stop();
+};
+
+}  // namespace hydro

@@ -1,0 +1,70 @@
+// hydro's libtorch-facing API: the few lines a training loop adds.
+//
+//   hydro::Runtime hydro;                          // signals, pause, checkpoint dir from the env
+//   hydro.track("model", *model);
+//   hydro.track("optimizer", optimizer);
+//   for (int64_t step = hydro.resume(); step < steps;) {
+//     ... one training step ...
+//     if (!hydro.step_end(++step)) return hydro::kExitRequeue;   // checkpointed; run me again
+//   }
+//
+// Pausing: a pause signal (SIGTSTP, SIGUSR1 by default) blocks every thread at its next ATen
+// operator (forward, backward, optimizer), or the training loop at step_end() if no operator runs.
+// A resume signal (SIGCONT, SIGUSR2) releases it. The operator callback is enabled only while a
+// pause is pending, so training runs at full speed otherwise.
+//
+// SIGTERM: the current step finishes, step_end() commits a checkpoint and returns false.
+//
+// Errors throw std::runtime_error whose message names the file or setting.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "hydro/exit_codes.h"
+#include "hydro/settings.h"
+
+namespace hydro {
+
+class Runtime {
+ public:
+  Runtime();  // Settings::from_env()
+  explicit Runtime(Settings settings);
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  // State saved in every checkpoint and restored by resume(). Names are file names: [A-Za-z0-9_-].
+  void track(const std::string& name, torch::nn::Module& module);
+  void track(const std::string& name, torch::optim::Optimizer& optimizer);
+
+  // Restores the tracked state and the CPU RNG from HYDRO_RESUME_FROM, else from the newest
+  // valid checkpoint in HYDRO_CKPT_DIR. Returns the step to continue from (0 on a fresh start).
+  int64_t resume();
+
+  // Call after each step with the number of steps done. Blocks here if a pause is pending and
+  // no operator ran; checkpoints every HYDRO_CKPT_EVERY steps. Returns false after committing a
+  // checkpoint because SIGTERM (checkpoint_exit) arrived: the caller exits with kExitRequeue.
+  bool step_end(int64_t step);
+
+  // Commits a checkpoint of the tracked state now. Returns its directory.
+  std::string save(int64_t step);
+
+  const Settings& settings() const { return settings_; }
+
+ private:
+  struct Tracked {
+    std::string name;
+    std::function<void(torch::serialize::OutputArchive&)> save;
+    std::function<void(torch::serialize::InputArchive&)> load;
+  };
+  void add(Tracked t);
+  Settings settings_;
+  std::vector<Tracked> tracked_;
+};
+
+}  // namespace hydro

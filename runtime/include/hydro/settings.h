@@ -1,0 +1,30 @@
+// The runtime's settings, read from the environment that the SPANK plugin and hydro-launch set.
+// Every error names the variable.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "hydro/signal_map.h"
+#include "hydro/status.h"
+
+namespace hydro {
+
+struct Settings {
+  bool pause = true;               // HYDRO_PAUSE=on|off (set by --hydro-pause); on outside Slurm
+  std::string checkpoint_dir;      // HYDRO_CKPT_DIR: absolute; empty = no checkpoints
+  std::string resume_from;         // HYDRO_RESUME_FROM: a checkpoint directory (set by hydro-launch)
+  int64_t checkpoint_every = 0;    // HYDRO_CKPT_EVERY: steps between periodic checkpoints; 0 = none
+  int keep_last = 3;               // HYDRO_KEEP_LAST: committed checkpoints kept; 0 = all
+  SignalMap signals = SignalMap::defaults();  // HYDRO_SIGNALS
+
+  // `getenv` is injectable for tests.
+  static Status from_env(Settings* out, const std::function<const char*(const char*)>& getenv);
+  static Status from_env(Settings* out);
+};
+
+// "on"/"off" (also true/false, yes/no, 1/0). `setting` names the source in the error.
+Status parse_on_off(const std::string& value, const std::string& setting, bool* out);
+
+}  // namespace hydro

@@ -1,0 +1,40 @@
+// Which signal asks the runtime for what. Admins can move off SIGUSR1 (NCCL owns it).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "hydro/status.h"
+
+namespace hydro {
+
+enum class Action {
+  pause,            // block at the next operator or step boundary
+  resume,           // release a pause
+  checkpoint_exit,  // checkpoint at the end of this step, then exit with kExitRequeue
+};
+
+const char* action_name(Action a);
+
+// "USR1", "SIGUSR1" or "10" -> 10. Returns 0 for an unknown name.
+int parse_signal(const std::string& name);
+// 10 -> "SIGUSR1".
+std::string signal_name(int signo);
+
+class SignalMap {
+ public:
+  // SIGTSTP and SIGUSR1 pause; SIGCONT and SIGUSR2 resume; SIGTERM checkpoints and exits.
+  static SignalMap defaults();
+  // "pause=TSTP,USR1;resume=CONT,USR2;checkpoint_exit=TERM": each action named replaces its
+  // default signals. `setting` names the source in errors (e.g. the HYDRO_SIGNALS variable).
+  static Status parse(const std::string& spec, const std::string& setting, SignalMap* out);
+
+  const std::map<int, Action>& entries() const { return map_; }
+  bool lookup(int signo, Action* out) const;
+
+ private:
+  std::map<int, Action> map_;
+};
+
+}  // namespace hydro

@@ -1,0 +1,221 @@
+// The one translation unit that meets libtorch: the operator callback, and saving and loading
+// the tracked state through the core's checkpoint protocol.
+#include "hydro/runtime.h"
+
+#include <ATen/record_function.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+
+#include "hydro/checkpoint_dir.h"
+#include "hydro/log.h"
+#include "hydro/pause_gate.h"
+
+namespace hydro {
+namespace {
+
+[[noreturn]] void fail(const Status& s) { throw std::runtime_error("hydro: " + s.to_string()); }
+
+long thread_id() { return ::syscall(SYS_gettid); }
+
+// The operator callback: registered once, disabled; enabled by the watcher thread only while a
+// pause is pending. Then the next operator on every thread blocks here until resumed.
+std::unique_ptr<at::ObserverContext> on_operator(const at::RecordFunction& fn) {
+  PauseGate& gate = PauseGate::instance();
+  if (gate.pause_pending()) {
+    log(std::string("paused at operator ") + fn.name() + " (thread " + std::to_string(thread_id()) + ")");
+    gate.wait_while_paused();
+    log(std::string("resumed at operator ") + fn.name() + " (thread " + std::to_string(thread_id()) + ")");
+  }
+  return nullptr;
+}
+
+std::mutex g_callback_mutex;
+std::optional<at::CallbackHandle> g_callback;
+
+void arm_operator_pause(bool on) {
+  std::lock_guard<std::mutex> lock(g_callback_mutex);
+  if (!g_callback) return;
+  if (on) at::reenableCallback(*g_callback);
+  else at::disableCallback(*g_callback);
+}
+
+void on_signal(int signo, Action action) {
+  const std::string sig = signal_name(signo);
+  switch (action) {
+    case Action::pause:
+      arm_operator_pause(true);
+      log("pause requested by " + sig);
+      break;
+    case Action::resume:
+      arm_operator_pause(false);
+      log("resume requested by " + sig);
+      break;
+    case Action::checkpoint_exit:
+      arm_operator_pause(false);
+      log("checkpoint-and-exit requested by " + sig + "; the current step will finish first");
+      break;
+  }
+}
+
+std::string serialize(const std::function<void(torch::serialize::OutputArchive&)>& save) {
+  torch::serialize::OutputArchive archive;
+  save(archive);
+  std::ostringstream out;
+  archive.save_to(out);
+  return out.str();
+}
+
+bool valid_name(const std::string& name) {
+  if (name.empty() || name == "rng") return false;
+  for (char c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-') return false;
+  return true;
+}
+
+}  // namespace
+
+Runtime::Runtime() : Runtime([] {
+  Settings s;
+  Status st = Settings::from_env(&s);
+  if (!st.ok()) fail(st);
+  return s;
+}()) {}
+
+Runtime::Runtime(Settings settings) : settings_(std::move(settings)) {
+  SignalMap signals = settings_.signals;
+  if (!settings_.pause) {
+    // --hydro-pause=off: no pause handlers, but SIGTERM still checkpoints.
+    SignalMap only_exit;
+    std::string spec = "pause=;resume=";
+    Status st = SignalMap::parse(spec, "HYDRO_PAUSE=off", &only_exit);
+    if (!st.ok()) fail(st);
+    signals = only_exit;
+  }
+  {
+    std::lock_guard<std::mutex> lock(g_callback_mutex);
+    if (settings_.pause && !g_callback) {
+      g_callback = at::addGlobalCallback(at::RecordFunctionCallback(on_operator).needsInputs(false));
+      at::disableCallback(*g_callback);
+    }
+  }
+  Status st = SignalBridge::start(signals, on_signal);
+  if (!st.ok()) fail(st);
+}
+
+Runtime::~Runtime() {
+  SignalBridge::stop();
+  std::lock_guard<std::mutex> lock(g_callback_mutex);
+  if (g_callback) {
+    at::removeCallback(*g_callback);
+    g_callback.reset();
+  }
+}
+
+void Runtime::add(Tracked t) {
+  if (!valid_name(t.name)) fail(Status::invalid_argument("track(): bad name '" + t.name + "'"));
+  for (const auto& x : tracked_)
+    if (x.name == t.name) fail(Status::invalid_argument("track(): '" + t.name + "' is tracked twice"));
+  tracked_.push_back(std::move(t));
+}
+
+void Runtime::track(const std::string& name, torch::nn::Module& module) {
+  add({name, [&module](auto& a) { module.save(a); }, [&module](auto& a) { module.load(a); }});
+}
+
+void Runtime::track(const std::string& name, torch::optim::Optimizer& optimizer) {
+  add({name, [&optimizer](auto& a) { optimizer.save(a); }, [&optimizer](auto& a) { optimizer.load(a); }});
+}
+
+std::string Runtime::save(int64_t step) {
+  if (settings_.checkpoint_dir.empty())
+    fail(Status::invalid_argument("cannot checkpoint: HYDRO_CKPT_DIR is not set"));
+  CheckpointDir dir(settings_.checkpoint_dir, posix_fs(), settings_.keep_last);
+  Status st = dir.open();
+  if (!st.ok()) fail(st);
+  std::unique_ptr<CheckpointWriter> writer;
+  st = dir.begin(step, &writer);
+  if (!st.ok()) fail(st);
+  for (const auto& t : tracked_) {
+    st = writer->write_file(t.name + ".pt", serialize(t.save));
+    if (!st.ok()) fail(st);
+  }
+  st = writer->write_file("rng.pt", serialize([](torch::serialize::OutputArchive& a) {
+    auto gen = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    a.write("cpu", gen.get_state());
+  }));
+  if (!st.ok()) fail(st);
+  CheckpointInfo info;
+  st = writer->commit(&info);
+  if (st.code() == Code::durability_uncertain) log("warning: " + st.message());
+  else if (!st.ok()) fail(st);
+  return info.path;
+}
+
+int64_t Runtime::resume() {
+  std::string path = settings_.resume_from;
+  if (path.empty() && !settings_.checkpoint_dir.empty()) {
+    CheckpointDir dir(settings_.checkpoint_dir);
+    std::optional<CheckpointInfo> found;
+    std::vector<std::string> warnings;
+    Status st = dir.latest_valid(&found, &warnings);
+    for (const auto& w : warnings) log("warning: " + w);
+    if (!st.ok()) fail(st);
+    if (found) path = found->path;
+  }
+  if (path.empty()) {
+    log("no checkpoint to resume from: starting at step 0");
+    return 0;
+  }
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  size_t slash = path.rfind('/');
+  CheckpointDir dir(slash == 0 ? "/" : path.substr(0, slash));
+  Manifest manifest;
+  Status st = dir.verify(path.substr(slash + 1), &manifest);
+  if (!st.ok()) fail(st);
+  for (const auto& t : tracked_) {
+    torch::serialize::InputArchive archive;
+    archive.load_from(path + "/" + t.name + ".pt");
+    t.load(archive);
+  }
+  {
+    torch::serialize::InputArchive archive;
+    archive.load_from(path + "/rng.pt");
+    torch::Tensor state;
+    archive.read("cpu", state);
+    auto gen = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_state(state);
+  }
+  log("resumed from " + path + " at step " + std::to_string(manifest.step));
+  return manifest.step;
+}
+
+bool Runtime::step_end(int64_t step) {
+  PauseGate& gate = PauseGate::instance();
+  if (gate.pause_pending()) {
+    log("paused at the end of step " + std::to_string(step));
+    gate.wait_while_paused();
+    log("resumed at the end of step " + std::to_string(step));
+  }
+  if (gate.exit_requested()) {
+    if (settings_.checkpoint_dir.empty()) {
+      log("exit requested at step " + std::to_string(step) + ", but HYDRO_CKPT_DIR is not set: no checkpoint");
+      return false;
+    }
+    std::string path = save(step);
+    log("checkpoint of step " + std::to_string(step) + " committed in " + path + "; exiting with status " +
+        std::to_string(kExitRequeue) + " (requeue)");
+    return false;
+  }
+  if (settings_.checkpoint_every > 0 && step % settings_.checkpoint_every == 0) save(step);
+  return true;
+}
+
+}  // namespace hydro
