@@ -1,0 +1,81 @@
+# Helpers for the integration tests: a private one-node Slurm per test, and waits that poll
+# for behaviour (never for a duration).
+set -euo pipefail
+
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+build=${HYDRO_BUILD_DIR:-$top/build}
+launch=$build/launcher/hydro-launch
+train=$build/examples/hydro-example-train
+
+fail() {
+  echo "FAIL: $*" >&2
+  for f in ${HYDRO_TEST_LOGS:-}; do [ -f "$f" ] && { echo "----- $f" >&2; grep -v '^step' "$f" | tail -40 >&2; }; done
+  exit 1
+}
+note() { echo "== $*"; }
+
+# start_cluster PROCTRACK: starts a private cluster; a test that needs Slurm fails without it.
+start_cluster() {
+  command -v slurmctld >/dev/null || fail "Slurm is not installed (run scripts/setup)"
+  [ "$(id -u)" = 0 ] || fail "the Slurm integration tests need root"
+  export HYDRO_SLURM_DIR=${HYDRO_SLURM_DIR:-/tmp/hydro-test-slurm}
+  trap stop_cluster EXIT
+  local out
+  out=$("$top/scripts/slurm-local" start --proctrack "$1" --dir "$HYDRO_SLURM_DIR") || fail "could not start Slurm"
+  eval "$out"
+  [ -n "${SLURM_CONF:-}" ] || fail "slurm-local printed no SLURM_CONF"
+  note "cluster up: proctrack/$1, SLURM_CONF=$SLURM_CONF"
+}
+
+stop_cluster() {
+  local rc=$?
+  if [ $rc -ne 0 ] && [ -n "${HYDRO_SLURM_DIR:-}" ]; then
+    echo "----- slurmd.log (tail)" >&2; tail -15 "$HYDRO_SLURM_DIR/log/slurmd.log" >&2 || true
+  fi
+  "$top/scripts/slurm-local" stop --dir "$HYDRO_SLURM_DIR" || true
+  exit $rc
+}
+
+# wait_for FILE REGEX [SECONDS]: until a line of FILE matches.
+wait_for() {
+  local file=$1 re=$2 limit=${3:-60} i
+  for ((i = 0; i < limit * 10; i++)); do
+    grep -qE "$re" "$file" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  fail "no line matching '$re' in $file after ${limit}s"
+}
+
+job_state() { scontrol show job "$1" 2>/dev/null | grep -oP 'JobState=\K\S+' || echo UNKNOWN; }
+
+# wait_state JOB REGEX [SECONDS]
+wait_state() {
+  local job=$1 re=$2 limit=${3:-60} i s
+  for ((i = 0; i < limit * 10; i++)); do
+    s=$(job_state "$job")
+    [[ $s =~ ^($re)$ ]] && return 0
+    sleep 0.1
+  done
+  fail "job $job is $s, expected $re, after ${limit}s"
+}
+
+# last_step FILE: the last "step N" the example printed.
+last_step() { { grep -oE '^step [0-9]+' "$1" 2>/dev/null || true; } | tail -1 | cut -d' ' -f2; }
+
+# wait_steps FILE N: until the example has printed a step at least N past where it is now.
+wait_steps() {
+  local file=$1 n=$2 from i now
+  from=$(last_step "$file"); from=${from:-0}
+  for ((i = 0; i < 600; i++)); do
+    now=$(last_step "$file"); now=${now:-0}
+    [ "$now" -ge $((from + n)) ] && return 0
+    sleep 0.1
+  done
+  fail "training did not advance $n steps past $from in $file"
+}
+
+# release JOB: a requeued job waits ~121 s to be eligible; start it now.
+release() {
+  wait_state "$1" PENDING 60
+  scontrol update JobId="$1" StartTime=now
+}

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The walking skeleton end to end on a real Slurm: an sbatch --requeue job running hydro-launch
+# with the example is suspended, resumed, requeued by Slurm, requeued by hydro-launch itself,
+# and finishes with the same weights as a run never interrupted.
+source "$(dirname "$0")/lib.sh"
+proctrack=${1:-linuxproc}
+start_cluster "$proctrack"
+
+steps=${HYDRO_TEST_STEPS:-6000}
+work=$(mktemp -d /tmp/hydro-it.XXXXXX)
+args=(--steps "$steps" --log-every 25)
+
+note "reference: the same example, never interrupted"
+srun --hydro-pause=on "$train" "${args[@]}" >"$work/reference.log" 2>&1 || fail "reference run failed"
+want=$(grep -oP '^weights_digest=\K\w+' "$work/reference.log") || fail "no weights_digest in the reference run"
+
+cat >"$work/job.sh" <<JOB
+#!/bin/bash
+echo "restart count: \${SLURM_RESTART_COUNT:-0}"
+exec "$launch" --requeue-signal USR1 -- "$train" ${args[*]}
+JOB
+log=$work/job.log
+export HYDRO_TEST_LOGS=$log
+job=$(sbatch --parsable --requeue --open-mode=append --hydro-pause=on -o "$log" "$work/job.sh") || fail "sbatch failed"
+note "job $job submitted"
+wait_state "$job" RUNNING
+wait_steps "$log" 100
+
+note "scontrol suspend: pause at an operator before the freeze"
+scontrol suspend "$job"
+wait_state "$job" SUSPENDED
+# SIGSTOP (or the cgroup freeze) lands 2 s after SIGTSTP, and a frozen process writes nothing:
+# a "paused at operator" line that is there after the freeze was written before it.
+wait_for "$log" 'hydro\[[0-9]+\] .*: paused at operator aten::' 10
+sleep 3
+frozen=$(last_step "$log")
+grep -q 'pause requested by SIGTSTP' "$log" || fail "the pause was not requested by SIGTSTP"
+sleep 1
+[ "$(last_step "$log")" = "$frozen" ] || fail "training advanced while suspended"
+note "paused at: $(grep -oP 'paused at operator \K\S+' "$log" | tail -1), step $frozen"
+
+note "scontrol resume: training continues"
+scontrol resume "$job"
+wait_for "$log" 'resume requested by SIGCONT' 10
+wait_for "$log" 'resumed at operator aten::' 10
+wait_steps "$log" 100
+
+note "scontrol requeue: checkpoint within KillWait, restart with SLURM_RESTART_COUNT=1"
+scontrol requeue "$job"
+wait_for "$log" 'checkpoint of step [0-9]+ committed' 30
+ck1=$(grep -oP 'checkpoint of step \K[0-9]+' "$log" | tail -1)
+release "$job"
+wait_for "$log" '^restart count: 1$' 60
+wait_for "$log" "resuming from step $ck1 " 30
+wait_for "$log" "resumed from .* at step $ck1\$" 30
+wait_steps "$log" 100
+
+note "the launcher's own requeue (as before a time limit): USR1 to the batch shell"
+scancel -b --signal=USR1 "$job"
+wait_for "$log" 'SIGUSR1: asking the program to checkpoint and exit' 30
+wait_for "$log" "job $job requeued" 30
+ck2=$(grep -oP 'checkpoint of step \K[0-9]+' "$log" | tail -1)
+[ "$ck2" -gt "$ck1" ] || fail "no new checkpoint after USR1 (last was step $ck1)"
+release "$job"
+wait_for "$log" '^restart count: 2$' 60
+wait_for "$log" "resumed from .* at step $ck2\$" 30
+
+wait_state "$job" COMPLETED 300
+got=$(grep -oP '^weights_digest=\K\w+' "$log") || fail "the job printed no weights_digest"
+[ "$got" = "$want" ] || fail "weights differ: interrupted $got, uninterrupted $want"
+resumed=$(grep -oP 'resumed from .* at step \K[0-9]+' "$log" | tr '\n' ' ')
+note "weights_digest=$got equals the uninterrupted run; checkpoints at steps $ck1 $ck2, resumed at steps $resumed: 0 steps lost"
+rm -rf "$work"
+echo "PASS suspend_requeue ($proctrack)"
