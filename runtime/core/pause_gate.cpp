@@ -86,11 +86,14 @@ void PauseGate::request_exit() noexcept {
 }
 
 void PauseGate::wait_while_paused() noexcept {
-  for (;;) {
-    uint32_t v = word_.load(std::memory_order_acquire);
-    if (!(v & 1u)) return;
+  uint32_t v = word_.load(std::memory_order_acquire);
+  if (!(v & 1u)) return;
+  waiting_.fetch_add(1, std::memory_order_acq_rel);
+  while (v & 1u) {
     futex(&word_, FUTEX_WAIT_PRIVATE, v);  // returns at once if the word changed since the load
+    v = word_.load(std::memory_order_acquire);
   }
+  waiting_.fetch_sub(1, std::memory_order_acq_rel);
 }
 
 void PauseGate::reset_for_test() noexcept {

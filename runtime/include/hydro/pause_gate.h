@@ -25,6 +25,8 @@ class PauseGate {
 
   // Blocks the calling thread until the pause is released. Returns at once when none is pending.
   void wait_while_paused() noexcept;
+  // Threads blocked in wait_while_paused() right now.
+  int threads_waiting() const noexcept { return waiting_.load(std::memory_order_acquire); }
 
   void reset_for_test() noexcept;
 
@@ -33,6 +35,7 @@ class PauseGate {
   // through a release that happened between its check and its futex wait.
   std::atomic<uint32_t> word_{0};
   std::atomic<bool> exit_{false};
+  std::atomic<int> waiting_{0};
 };
 
 // Installs handlers for every signal in a SignalMap. A handler applies the action to the

@@ -1,0 +1,68 @@
+// Crash consistency: a real writer process is killed with SIGKILL at random moments while it
+// commits checkpoints in a loop. After every kill, `latest` resolves to a complete checkpoint
+// that verifies.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <random>
+
+#include "fault_fs.h"
+#include "hydro/checkpoint_dir.h"
+
+namespace hydro {
+namespace {
+
+[[noreturn]] void writer_loop(const std::string& root, int64_t first_step) {
+  CheckpointDir dir(root, posix_fs(), /*keep_last=*/2);
+  std::string payload(256 * 1024, 'w');
+  for (int64_t step = first_step;; ++step) {
+    std::unique_ptr<CheckpointWriter> w;
+    payload[step % payload.size()] ^= 1;
+    if (!dir.begin(step, &w).ok() || !w->write_file("model.pt", payload).ok() ||
+        !w->write_file("optimizer.pt", payload.substr(0, 4096)).ok() || !w->commit().ok())
+      ::_exit(3);
+  }
+}
+
+TEST(CheckpointCrash, KilledWriterNeverLeavesLatestOnAnIncompleteCheckpoint) {
+  test::TempDir t;
+  CheckpointDir dir(t.path, posix_fs(), 2);
+  ASSERT_TRUE(dir.open().ok());
+  std::mt19937 rng(12345);
+  const int trials = 200;
+  int64_t next_step = 1;
+  int64_t last_seen = 0;
+  for (int trial = 0; trial < trials; ++trial) {
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) writer_loop(t.path, next_step);
+    ::usleep(std::uniform_int_distribution<int>(200, 6000)(rng));
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFSIGNALED(status)) << "writer failed on its own, status " << status;
+
+    // The next writer cleans up the dead one's staging, as a restarted job would.
+    ASSERT_TRUE(dir.open().ok());
+    std::optional<CheckpointInfo> found;
+    std::vector<std::string> warnings;
+    ASSERT_TRUE(dir.latest_valid(&found, &warnings).ok());
+    if (!found) {
+      ASSERT_EQ(last_seen, 0) << "checkpoints vanished after trial " << trial;
+      continue;
+    }
+    std::string target;
+    ASSERT_TRUE(posix_fs().read_link(t.path + "/latest", &target).ok());
+    EXPECT_EQ(target, found->name) << "latest must resolve to a complete checkpoint (trial " << trial << ")";
+    EXPECT_TRUE(warnings.empty()) << warnings.front();
+    EXPECT_GE(found->step, last_seen) << "latest went backwards";
+    last_seen = found->step;
+    next_step = found->step + 1;
+  }
+  EXPECT_GT(last_seen, 0) << "no writer ever committed: the kill points were all too early";
+}
+
+}  // namespace
+}  // namespace hydro

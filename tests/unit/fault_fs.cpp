@@ -1,0 +1,47 @@
+#include "fault_fs.h"
+
+#include <stdlib.h>
+
+#include <stdexcept>
+
+namespace hydro::test {
+namespace {
+
+class FaultFile : public WritableFile {
+ public:
+  FaultFile(FaultFs& fs, std::unique_ptr<WritableFile> real, std::string path)
+      : fs_(fs), real_(std::move(real)), path_(std::move(path)) {}
+  Status append(const void* d, size_t n) override {
+    if (fs_.writes++ == fs_.fail_write_at) return Status::from_errno(ENOSPC, "write " + path_);
+    return real_->append(d, n);
+  }
+  Status sync() override {
+    if (fs_.syncs++ == fs_.fail_sync_at) return Status::from_errno(EIO, "fsync " + path_);
+    return real_->sync();
+  }
+  Status close() override { return real_->close(); }
+
+ private:
+  FaultFs& fs_;
+  std::unique_ptr<WritableFile> real_;
+  std::string path_;
+};
+
+}  // namespace
+
+Status FaultFs::new_writable(const std::string& path, std::unique_ptr<WritableFile>* out) {
+  std::unique_ptr<WritableFile> real;
+  HYDRO_RETURN_IF_ERROR(real_.new_writable(path, &real));
+  out->reset(new FaultFile(*this, std::move(real), path));
+  return Status::OK();
+}
+
+TempDir::TempDir() {
+  char tmpl[] = "/tmp/hydro-test.XXXXXX";
+  if (!mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
+  path = tmpl;
+}
+
+TempDir::~TempDir() { (void)posix_fs().remove_tree(path); }
+
+}  // namespace hydro::test

@@ -1,0 +1,46 @@
+// A filesystem that wraps the real one and fails on command: the Nth write, ENOSPC, fsync.
+#pragma once
+
+#include <atomic>
+#include <string>
+
+#include "hydro/durable_fs.h"
+
+namespace hydro::test {
+
+class FaultFs : public Fs {
+ public:
+  explicit FaultFs(Fs& real = posix_fs()) : real_(real) {}
+  int fail_write_at = -1;        // the Nth append (0-based) fails with ENOSPC
+  int fail_sync_at = -1;         // the Nth file fsync fails with EIO
+  int fail_dir_sync_at = -1;     // the Nth directory fsync fails with EIO
+  int writes = 0, syncs = 0, dir_syncs = 0;
+
+  Status new_writable(const std::string& path, std::unique_ptr<WritableFile>* out) override;
+  Status read_file(const std::string& p, std::string* o) override { return real_.read_file(p, o); }
+  Status make_dir(const std::string& p, unsigned m) override { return real_.make_dir(p, m); }
+  Status make_dirs(const std::string& p, unsigned m) override { return real_.make_dirs(p, m); }
+  Status sync_dir(const std::string& p) override {
+    if (dir_syncs++ == fail_dir_sync_at) return Status::from_errno(EIO, "fsync directory " + p);
+    return real_.sync_dir(p);
+  }
+  Status rename_noreplace(const std::string& a, const std::string& b) override { return real_.rename_noreplace(a, b); }
+  Status rename(const std::string& a, const std::string& b) override { return real_.rename(a, b); }
+  Status symlink(const std::string& t, const std::string& l) override { return real_.symlink(t, l); }
+  Status read_link(const std::string& p, std::string* t) override { return real_.read_link(p, t); }
+  Status list_dir(const std::string& p, std::vector<std::string>* n) override { return real_.list_dir(p, n); }
+  Status remove_tree(const std::string& p) override { return real_.remove_tree(p); }
+  bool exists(const std::string& p) override { return real_.exists(p); }
+
+ private:
+  Fs& real_;
+};
+
+// A fresh directory under /tmp, removed at destruction.
+struct TempDir {
+  TempDir();
+  ~TempDir();
+  std::string path;
+};
+
+}  // namespace hydro::test

@@ -1,0 +1,159 @@
+// hydro-launch as a whole process: resume, signal forwarding and the requeue decision.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "fault_fs.h"
+#include "hydro/checkpoint_dir.h"
+#include "hydro/exit_codes.h"
+#include "supervisor.h"
+
+namespace hydro {
+namespace {
+
+using launcher::decide_exit;
+
+int exited(int code) { return code << 8; }
+
+TEST(ExitDecision, RequeueOnlyWhenTheProgramAsksAndSlurmIsNotEndingTheJob) {
+  auto d = decide_exit(exited(kExitRequeue), /*terminating=*/false, /*in_slurm_job=*/true);
+  EXPECT_TRUE(d.requeue);
+  EXPECT_EQ(d.exit_code, kExitRequeue);
+  d = decide_exit(exited(kExitRequeue), true, true);
+  EXPECT_FALSE(d.requeue) << "after SIGTERM Slurm decides: a scancel must not turn into a requeue";
+  d = decide_exit(exited(kExitRequeue), false, false);
+  EXPECT_FALSE(d.requeue);
+  d = decide_exit(exited(0), false, true);
+  EXPECT_FALSE(d.requeue);
+  EXPECT_EQ(d.exit_code, 0);
+  d = decide_exit(SIGKILL, false, true);
+  EXPECT_FALSE(d.requeue);
+  EXPECT_EQ(d.exit_code, 128 + SIGKILL);
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+struct LaunchResult {
+  int status;
+  std::string err;
+};
+
+LaunchResult run_launcher(const std::vector<std::string>& args, const std::vector<std::string>& env, const std::string& dir,
+                 int send_signal = 0) {
+  std::string err_path = dir + "/launcher.err";
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    for (const auto& e : env) ::putenv(const_cast<char*>(e.c_str()));
+    ::freopen(err_path.c_str(), "w", stderr);
+    std::vector<char*> argv{const_cast<char*>(HYDRO_LAUNCH_BIN)};
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  if (send_signal) {
+    // Wait until the child program says it is ready, then signal the launcher.
+    for (int i = 0; i < 10000 && !posix_fs().exists(dir + "/ready"); ++i) ::usleep(1000);
+    ::kill(pid, send_signal);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return {status, slurp(err_path)};
+}
+
+TEST(Launcher, StartsFreshThenResumesFromTheNewestValidCheckpoint) {
+  test::TempDir t;
+  const std::string ck = t.path + "/ck";
+  const std::string script = "echo \"$HYDRO_CKPT_DIR|${HYDRO_RESUME_FROM:-none}\" > " + t.path + "/seen";
+  LaunchResult r = run_launcher({"--checkpoint-dir", ck, "--", "/bin/sh", "-c", script}, {"SLURM_JOB_ID="}, t.path);
+  EXPECT_EQ(WEXITSTATUS(r.status), 0) << r.err;
+  EXPECT_EQ(slurp(t.path + "/seen"), ck + "|none\n");
+  EXPECT_NE(r.err.find("no valid checkpoint in " + ck + ": the program starts fresh"), std::string::npos) << r.err;
+
+  CheckpointDir dir(ck);
+  for (int step : {4, 8}) {
+    std::unique_ptr<CheckpointWriter> w;
+    ASSERT_TRUE(dir.begin(step, &w).ok());
+    ASSERT_TRUE(w->write_file("model.pt", "m").ok());
+    ASSERT_TRUE(w->commit().ok());
+  }
+  ASSERT_EQ(::truncate((ck + "/step-000000000008/model.pt").c_str(), 0), 0);
+  r = run_launcher({"--checkpoint-dir", ck, "--", "/bin/sh", "-c", script}, {"SLURM_JOB_ID="}, t.path);
+  EXPECT_EQ(slurp(t.path + "/seen"), ck + "|" + ck + "/step-000000000004\n");
+  EXPECT_NE(r.err.find("warning: checkpoint file " + ck + "/step-000000000008/model.pt: size 0, manifest says 1"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("resuming from step 4 (" + ck + "/step-000000000004)"), std::string::npos) << r.err;
+}
+
+TEST(Launcher, ForwardsSignalsToTheProgram) {
+  test::TempDir t;
+  const std::string script = "trap 'echo got-usr2 > " + t.path + "/got; exit 0' USR2; touch " + t.path +
+                             "/ready; while :; do sleep 0.01; done";
+  LaunchResult r = run_launcher({"--", "/bin/sh", "-c", script}, {"SLURM_JOB_ID="}, t.path, SIGUSR2);
+  EXPECT_EQ(WEXITSTATUS(r.status), 0) << r.err;
+  EXPECT_EQ(slurp(t.path + "/got"), "got-usr2\n");
+  EXPECT_NE(r.err.find("forwarding SIGUSR2 to pid"), std::string::npos) << r.err;
+}
+
+// scontrol here is a stand-in script that records its arguments: the real one is exercised by
+// the Slurm integration tests (tests/integration/suspend_requeue.sh).
+TEST(Launcher, RequeueSignalAsksForACheckpointThenRequeuesTheJob) {
+  test::TempDir t;
+  const std::string fake = t.path + "/scontrol";
+  {
+    std::ofstream f(fake);
+    f << "#!/bin/sh\necho \"$@\" > " << t.path << "/scontrol.args\n";
+  }
+  ::chmod(fake.c_str(), 0755);
+  const std::string script = "trap 'exit " + std::to_string(kExitRequeue) + "' TERM; touch " + t.path +
+                             "/ready; while :; do sleep 0.01; done";
+  LaunchResult r = run_launcher({"--requeue-signal", "USR1", "--scontrol", fake, "--", "/bin/sh", "-c", script},
+                       {"SLURM_JOB_ID=4242"}, t.path, SIGUSR1);
+  EXPECT_EQ(WEXITSTATUS(r.status), kExitRequeue) << r.err;
+  EXPECT_EQ(slurp(t.path + "/scontrol.args"), "requeue 4242\n");
+  EXPECT_NE(r.err.find("job 4242 requeued"), std::string::npos) << r.err;
+}
+
+TEST(Launcher, TermFromSlurmIsForwardedAndNeverTurnedIntoARequeue) {
+  test::TempDir t;
+  const std::string fake = t.path + "/scontrol";
+  {
+    std::ofstream f(fake);
+    f << "#!/bin/sh\ntouch " << t.path << "/scontrol.ran\n";
+  }
+  ::chmod(fake.c_str(), 0755);
+  const std::string script = "trap 'exit " + std::to_string(kExitRequeue) + "' TERM; touch " + t.path +
+                             "/ready; while :; do sleep 0.01; done";
+  LaunchResult r = run_launcher({"--scontrol", fake, "--", "/bin/sh", "-c", script}, {"SLURM_JOB_ID=4242"}, t.path, SIGTERM);
+  EXPECT_EQ(WEXITSTATUS(r.status), kExitRequeue) << r.err;
+  EXPECT_FALSE(posix_fs().exists(t.path + "/scontrol.ran"));
+}
+
+TEST(Launcher, BadArgumentsAreClearErrors) {
+  test::TempDir t;
+  LaunchResult r = run_launcher({"--requeue-signal", "BANANA", "--", "true"}, {}, t.path);
+  EXPECT_EQ(WEXITSTATUS(r.status), 2);
+  EXPECT_EQ(r.err, "hydro-launch: --requeue-signal: 'BANANA' is not a signal that can be caught\n");
+  r = run_launcher({"--checkpoint-dir", "rel/dir", "--", "true"}, {}, t.path);
+  EXPECT_EQ(WEXITSTATUS(r.status), 2);
+  EXPECT_EQ(r.err, "hydro-launch: --checkpoint-dir: 'rel/dir' must be an absolute path\n");
+  r = run_launcher({}, {}, t.path);
+  EXPECT_NE(WEXITSTATUS(r.status), 0);
+  EXPECT_NE(r.err.find("command is required"), std::string::npos) << r.err;
+  r = run_launcher({"--", "/nonexistent/program"}, {"SLURM_JOB_ID="}, t.path);
+  EXPECT_EQ(WEXITSTATUS(r.status), 127);
+  EXPECT_NE(r.err.find("cannot run /nonexistent/program: No such file or directory"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace hydro

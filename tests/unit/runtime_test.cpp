@@ -1,0 +1,170 @@
+// The libtorch glue: pause at an operator on a training thread, exact save and resume, and
+// checkpoint-and-exit on SIGTERM.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "../unit/fault_fs.h"
+#include "hydro/checkpoint_dir.h"
+#include "hydro/pause_gate.h"
+#include "hydro/runtime.h"
+
+namespace hydro {
+namespace {
+
+template <typename F>
+bool eventually(F f) {
+  for (int i = 0; i < 20000; ++i) {
+    if (f()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
+torch::nn::Sequential make_model() {
+  return torch::nn::Sequential(torch::nn::Linear(8, 32), torch::nn::ReLU(), torch::nn::Linear(32, 4));
+}
+
+void train_step(torch::nn::Sequential& model, torch::optim::Optimizer& opt) {
+  torch::Tensor x = torch::randn({16, 8});
+  opt.zero_grad();
+  torch::Tensor loss = model->forward(x).pow(2).mean();
+  loss.backward();
+  opt.step();
+}
+
+bool same_bits(const torch::Tensor& a, const torch::Tensor& b) {
+  return a.sizes() == b.sizes() && a.dtype() == b.dtype() &&
+         std::memcmp(a.contiguous().data_ptr(), b.contiguous().data_ptr(), a.nbytes()) == 0;
+}
+
+class RuntimeTest : public ::testing::Test {
+ protected:
+  void SetUp() override { PauseGate::instance().reset_for_test(); }
+  void TearDown() override { PauseGate::instance().reset_for_test(); }
+  Settings settings(const std::string& dir = "") {
+    Settings s;
+    s.checkpoint_dir = dir;
+    s.keep_last = 0;
+    return s;
+  }
+};
+
+TEST_F(RuntimeTest, PauseSignalBlocksTrainingAtAnOperatorAndResumeReleasesIt) {
+  Runtime rt(settings());
+  auto model = make_model();
+  torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
+  std::atomic<bool> stop{false};
+  std::atomic<long> steps{0};
+  std::thread trainer([&] {
+    while (!stop) {
+      train_step(model, opt);
+      steps++;
+    }
+  });
+  ASSERT_TRUE(eventually([&] { return steps > 10; }));
+  ::kill(::getpid(), SIGUSR1);
+  ASSERT_TRUE(eventually([] { return PauseGate::instance().threads_waiting() == 1; }))
+      << "the training thread never blocked at an operator";
+  long frozen = steps;
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(steps.load(), frozen) << "training advanced while paused";
+  ::kill(::getpid(), SIGUSR2);
+  ASSERT_TRUE(eventually([&] { return steps > frozen + 10; })) << "training did not resume";
+  EXPECT_EQ(PauseGate::instance().threads_waiting(), 0);
+  stop = true;
+  trainer.join();
+}
+
+TEST_F(RuntimeTest, PauseOffInstallsNoPauseHandlers) {
+  Settings s = settings();
+  s.pause = false;
+  Runtime rt(s);
+  struct sigaction now {};
+  ::sigaction(SIGUSR1, nullptr, &now);
+  EXPECT_EQ(now.sa_handler, SIG_DFL);
+  ::sigaction(SIGTERM, nullptr, &now);
+  EXPECT_NE(now.sa_handler, SIG_DFL) << "SIGTERM still checkpoints with --hydro-pause=off";
+}
+
+TEST_F(RuntimeTest, SaveThenResumeRestoresWeightsOptimizerAndRngBitForBit) {
+  test::TempDir t;
+  torch::manual_seed(1);
+  auto a = make_model();
+  torch::optim::SGD opt_a(a->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+  {
+    Runtime rt(settings(t.path));
+    rt.track("model", *a);
+    rt.track("optimizer", opt_a);
+    for (int i = 0; i < 5; ++i) train_step(a, opt_a);
+    rt.save(5);
+  }
+  // The uninterrupted continuation.
+  for (int i = 0; i < 5; ++i) train_step(a, opt_a);
+
+  torch::manual_seed(99);  // a different start that resume() must undo completely
+  auto b = make_model();
+  torch::optim::SGD opt_b(b->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+  Runtime rt(settings(t.path));
+  rt.track("model", *b);
+  rt.track("optimizer", opt_b);
+  EXPECT_EQ(rt.resume(), 5);
+  for (int i = 0; i < 5; ++i) train_step(b, opt_b);
+  auto pa = a->parameters(), pb = b->parameters();
+  ASSERT_EQ(pa.size(), pb.size());
+  for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(same_bits(pa[i], pb[i])) << "parameter " << i;
+}
+
+TEST_F(RuntimeTest, TermMakesStepEndCheckpointAndReturnFalse) {
+  test::TempDir t;
+  Runtime rt(settings(t.path));
+  auto model = make_model();
+  rt.track("model", *model);
+  EXPECT_TRUE(rt.step_end(1));
+  ::kill(::getpid(), SIGTERM);
+  ASSERT_TRUE(eventually([] { return PauseGate::instance().exit_requested(); }));
+  EXPECT_FALSE(rt.step_end(2));
+  CheckpointDir dir(t.path);
+  std::optional<CheckpointInfo> found;
+  std::vector<std::string> warnings;
+  ASSERT_TRUE(dir.latest_valid(&found, &warnings).ok());
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->step, 2);
+}
+
+TEST_F(RuntimeTest, ResumeFromACorruptCheckpointNamesTheFile) {
+  test::TempDir t;
+  auto model = make_model();
+  Settings s = settings(t.path);
+  {
+    Runtime rt(s);
+    rt.track("model", *model);
+    rt.save(3);
+  }
+  const std::string file = t.path + "/step-000000000003/model.pt";
+  ASSERT_EQ(::truncate(file.c_str(), 5), 0);
+  s.resume_from = t.path + "/step-000000000003";
+  Runtime rt(s);
+  rt.track("model", *model);
+  try {
+    rt.resume();
+    FAIL() << "resume() accepted a truncated checkpoint";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("checkpoint file " + file + ": size 5"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(RuntimeTest, TrackRefusesBadAndDuplicateNames) {
+  Runtime rt(settings());
+  auto model = make_model();
+  EXPECT_THROW(rt.track("../evil", *model), std::runtime_error);
+  EXPECT_THROW(rt.track("rng", *model), std::runtime_error);
+  rt.track("model", *model);
+  EXPECT_THROW(rt.track("model", *model), std::runtime_error);
+}
+
+}  // namespace
+}  // namespace hydro

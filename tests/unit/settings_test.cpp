@@ -1,0 +1,51 @@
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "hydro/settings.h"
+
+namespace hydro {
+namespace {
+
+Status parse(std::map<std::string, std::string> env, Settings* out) {
+  return Settings::from_env(out, [&env](const char* k) -> const char* {
+    auto it = env.find(k);
+    return it == env.end() ? nullptr : it->second.c_str();
+  });
+}
+
+TEST(Settings, DefaultsWithAnEmptyEnvironment) {
+  Settings s;
+  ASSERT_TRUE(parse({}, &s).ok());
+  EXPECT_TRUE(s.pause);
+  EXPECT_EQ(s.checkpoint_dir, "");
+  EXPECT_EQ(s.checkpoint_every, 0);
+  EXPECT_EQ(s.keep_last, 3);
+}
+
+TEST(Settings, ReadsEveryVariable) {
+  Settings s;
+  ASSERT_TRUE(parse({{"HYDRO_PAUSE", "off"}, {"HYDRO_CKPT_DIR", "/ck"}, {"HYDRO_RESUME_FROM", "/ck/step-000000000001"},
+                     {"HYDRO_CKPT_EVERY", "50"}, {"HYDRO_KEEP_LAST", "0"}},
+                    &s)
+                  .ok());
+  EXPECT_FALSE(s.pause);
+  EXPECT_EQ(s.checkpoint_dir, "/ck");
+  EXPECT_EQ(s.resume_from, "/ck/step-000000000001");
+  EXPECT_EQ(s.checkpoint_every, 50);
+  EXPECT_EQ(s.keep_last, 0);
+}
+
+TEST(Settings, BadValuesNameTheVariable) {
+  Settings s;
+  EXPECT_EQ(parse({{"HYDRO_PAUSE", "banana"}}, &s).message(), "HYDRO_PAUSE: 'banana' is not on or off");
+  EXPECT_EQ(parse({{"HYDRO_CKPT_DIR", "ck"}}, &s).message(), "HYDRO_CKPT_DIR='ck' must be an absolute path");
+  EXPECT_EQ(parse({{"HYDRO_CKPT_EVERY", "ten"}}, &s).message(), "HYDRO_CKPT_EVERY='ten' is not a whole number");
+  EXPECT_EQ(parse({{"HYDRO_CKPT_EVERY", "-1"}}, &s).message(),
+            "HYDRO_CKPT_EVERY=-1 is out of range [0, 9223372036854775807]");
+  EXPECT_EQ(parse({{"HYDRO_KEEP_LAST", "5x"}}, &s).message(), "HYDRO_KEEP_LAST='5x' is not a whole number");
+  EXPECT_EQ(parse({{"HYDRO_SIGNALS", "pause=NOPE"}}, &s).message(), "HYDRO_SIGNALS: unknown signal 'NOPE'");
+}
+
+}  // namespace
+}  // namespace hydro

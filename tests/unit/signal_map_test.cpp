@@ -1,0 +1,64 @@
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include "hydro/signal_map.h"
+
+namespace hydro {
+namespace {
+
+Action action_of(const SignalMap& m, int signo) {
+  Action a{};
+  EXPECT_TRUE(m.lookup(signo, &a)) << signal_name(signo);
+  return a;
+}
+
+TEST(SignalMap, DefaultsAreHydroJobScheAndSlurm) {
+  SignalMap m = SignalMap::defaults();
+  EXPECT_EQ(action_of(m, SIGTSTP), Action::pause);
+  EXPECT_EQ(action_of(m, SIGUSR1), Action::pause);
+  EXPECT_EQ(action_of(m, SIGCONT), Action::resume);
+  EXPECT_EQ(action_of(m, SIGUSR2), Action::resume);
+  EXPECT_EQ(action_of(m, SIGTERM), Action::checkpoint_exit);
+  EXPECT_EQ(m.entries().size(), 5u);
+}
+
+TEST(SignalMap, AnActionNamedReplacesItsDefaults) {
+  SignalMap m;
+  ASSERT_TRUE(SignalMap::parse("pause=TSTP,SIGURG", "HYDRO_SIGNALS", &m).ok());
+  Action a;
+  EXPECT_FALSE(m.lookup(SIGUSR1, &a)) << "moving off SIGUSR1 (NCCL's) must be possible";
+  EXPECT_EQ(action_of(m, SIGURG), Action::pause);
+  EXPECT_EQ(action_of(m, SIGUSR2), Action::resume);
+}
+
+TEST(SignalMap, EmptyListTurnsAnActionOff) {
+  SignalMap m;
+  ASSERT_TRUE(SignalMap::parse("pause=;resume=", "X", &m).ok());
+  EXPECT_EQ(m.entries().size(), 1u);
+  EXPECT_EQ(action_of(m, SIGTERM), Action::checkpoint_exit);
+}
+
+TEST(SignalMap, BadSpecsNameTheSetting) {
+  SignalMap m;
+  Status s = SignalMap::parse("pause=BANANA", "HYDRO_SIGNALS", &m);
+  EXPECT_EQ(s.message(), "HYDRO_SIGNALS: unknown signal 'BANANA'");
+  s = SignalMap::parse("nap=USR1", "HYDRO_SIGNALS", &m);
+  EXPECT_EQ(s.message(), "HYDRO_SIGNALS: unknown action 'nap' (expected pause, resume or checkpoint_exit)");
+  s = SignalMap::parse("pause", "HYDRO_SIGNALS", &m);
+  EXPECT_EQ(s.message(), "HYDRO_SIGNALS: 'pause' is not ACTION=SIGNAL[,SIGNAL...]");
+  s = SignalMap::parse("pause=KILL", "HYDRO_SIGNALS", &m);
+  EXPECT_EQ(s.message(), "HYDRO_SIGNALS: SIGKILL cannot be caught");
+}
+
+TEST(SignalNames, ParseAndPrint) {
+  EXPECT_EQ(parse_signal("USR1"), SIGUSR1);
+  EXPECT_EQ(parse_signal("SIGTERM"), SIGTERM);
+  EXPECT_EQ(parse_signal("10"), 10);
+  EXPECT_EQ(parse_signal("0"), 0);
+  EXPECT_EQ(parse_signal("999"), 0);
+  EXPECT_EQ(parse_signal("NOPE"), 0);
+  EXPECT_EQ(signal_name(SIGTSTP), "SIGTSTP");
+}
+
+}  // namespace
+}  // namespace hydro
