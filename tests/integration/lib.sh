@@ -79,3 +79,15 @@ release() {
   wait_state "$1" PENDING 60
   scontrol update JobId="$1" StartTime=now
 }
+
+# show_new FILE: prints the lines of FILE not shown before (hydro's own lines, and the last
+# training step), indented, so a person can follow the job.
+declare -A shown_lines
+show_new() {
+  local file=$1 from=${shown_lines[$1]:-0} total
+  total=$(wc -l <"$file" 2>/dev/null || echo 0)
+  [ "$total" -gt "$from" ] || return 0
+  tail -n +"$((from + 1))" "$file" | head -n "$((total - from))" |
+    awk '/^step /{last=$0; next} {if (last) {print "    | " last; last=""} print "    | " $0} END{if (last) print "    | " last}'
+  shown_lines[$1]=$total
+}

@@ -13,6 +13,7 @@ args=(--steps "$steps" --log-every 25)
 note "reference: the same example, never interrupted"
 srun --hydro-pause=on "$train" "${args[@]}" >"$work/reference.log" 2>&1 || fail "reference run failed"
 want=$(grep -oP '^weights_digest=\K\w+' "$work/reference.log") || fail "no weights_digest in the reference run"
+note "reference weights_digest=$want"
 
 cat >"$work/job.sh" <<JOB
 #!/bin/bash
@@ -25,25 +26,38 @@ job=$(sbatch --parsable --requeue --open-mode=append --hydro-pause=on -o "$log" 
 note "job $job submitted"
 wait_state "$job" RUNNING
 wait_steps "$log" 100
+show_new "$log"
 
 note "scontrol suspend: pause at an operator before the freeze"
-scontrol suspend "$job"
-wait_state "$job" SUSPENDED
-# SIGSTOP (or the cgroup freeze) lands 2 s after SIGTSTP, and a frozen process writes nothing:
-# a "paused at operator" line that is there after the freeze was written before it.
-wait_for "$log" 'hydro\[[0-9]+\] .*: paused at operator aten::' 10
-sleep 3
-frozen=$(last_step "$log")
-grep -q 'pause requested by SIGTSTP' "$log" || fail "the pause was not requested by SIGTSTP"
-sleep 1
-[ "$(last_step "$log")" = "$frozen" ] || fail "training advanced while suspended"
-note "paused at: $(grep -oP 'paused at operator \K\S+' "$log" | tail -1), step $frozen"
+# A pause takes hold at the next operator or at the end of the step, whichever comes first; the
+# end of a step wins when SIGTSTP lands just before it. Try again (after a resume) until the
+# operator wins, a few times at most.
+for attempt in 1 2 3 4 5; do
+  scontrol suspend "$job"
+  wait_state "$job" SUSPENDED
+  # SIGSTOP (or the cgroup freeze) lands 2 s after SIGTSTP, and a frozen process writes nothing:
+  # a "paused at" line that is there after the freeze was written before it.
+  wait_for "$log" 'hydro\[[0-9]+\] .*: paused at (operator aten::|the end of step)' 10
+  sleep 3
+  frozen=$(last_step "$log")
+  grep -q 'pause requested by SIGTSTP' "$log" || fail "the pause was not requested by SIGTSTP"
+  sleep 1
+  [ "$(last_step "$log")" = "$frozen" ] || fail "training advanced while suspended"
+  show_new "$log"
+  if grep -qE 'paused at operator aten::' "$log"; then break; fi
+  [ $attempt = 5 ] && fail "the pause never took hold at an operator in 5 suspends"
+  note "paused at the end of a step this time; resume and suspend again"
+  scontrol resume "$job"
+  wait_for "$log" "resumed at the end of step" 10
+  wait_steps "$log" 50
+done
+note "paused at operator $(grep -oP 'paused at operator \K\S+' "$log" | tail -1) at step $frozen; the job is frozen"
 
 note "scontrol resume: training continues"
 scontrol resume "$job"
-wait_for "$log" 'resume requested by SIGCONT' 10
 wait_for "$log" 'resumed at operator aten::' 10
 wait_steps "$log" 100
+show_new "$log"
 
 note "scontrol requeue: checkpoint within KillWait, restart with SLURM_RESTART_COUNT=1"
 scontrol requeue "$job"
@@ -54,6 +68,7 @@ wait_for "$log" '^restart count: 1$' 60
 wait_for "$log" "resuming from step $ck1 " 30
 wait_for "$log" "resumed from .* at step $ck1\$" 30
 wait_steps "$log" 100
+show_new "$log"
 
 note "the launcher's own requeue (as before a time limit): USR1 to the batch shell"
 scancel -b --signal=USR1 "$job"
@@ -65,7 +80,9 @@ release "$job"
 wait_for "$log" '^restart count: 2$' 60
 wait_for "$log" "resumed from .* at step $ck2\$" 30
 
-wait_state "$job" COMPLETED 300
+wait_for "$log" '^weights_digest=' 300
+wait_state "$job" COMPLETED 60
+show_new "$log"
 got=$(grep -oP '^weights_digest=\K\w+' "$log") || fail "the job printed no weights_digest"
 [ "$got" = "$want" ] || fail "weights differ: interrupted $got, uninterrupted $want"
 resumed=$(grep -oP 'resumed from .* at step \K[0-9]+' "$log" | tr '\n' ' ')
