@@ -8,12 +8,18 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <mutex>
 #include <thread>
 
 namespace hydro {
 namespace {
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 long futex(std::atomic<uint32_t>* word, int op, uint32_t val) {
   static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "futex word layout");
@@ -88,11 +94,13 @@ void PauseGate::request_exit() noexcept {
 void PauseGate::wait_while_paused() noexcept {
   uint32_t v = word_.load(std::memory_order_acquire);
   if (!(v & 1u)) return;
+  blocked_ns_.store(now_ns(), std::memory_order_release);
   waiting_.fetch_add(1, std::memory_order_acq_rel);
   while (v & 1u) {
     futex(&word_, FUTEX_WAIT_PRIVATE, v);  // returns at once if the word changed since the load
     v = word_.load(std::memory_order_acquire);
   }
+  released_ns_.store(now_ns(), std::memory_order_release);
   waiting_.fetch_sub(1, std::memory_order_acq_rel);
 }
 

@@ -27,6 +27,9 @@ class PauseGate {
   void wait_while_paused() noexcept;
   // Threads blocked in wait_while_paused() right now.
   int threads_waiting() const noexcept { return waiting_.load(std::memory_order_acquire); }
+  // steady_clock time (ns) at which a thread last began to wait, and last stopped waiting.
+  int64_t last_block_ns() const noexcept { return blocked_ns_.load(std::memory_order_acquire); }
+  int64_t last_release_ns() const noexcept { return released_ns_.load(std::memory_order_acquire); }
 
   void reset_for_test() noexcept;
 
@@ -36,6 +39,8 @@ class PauseGate {
   std::atomic<uint32_t> word_{0};
   std::atomic<bool> exit_{false};
   std::atomic<int> waiting_{0};
+  std::atomic<int64_t> blocked_ns_{0};
+  std::atomic<int64_t> released_ns_{0};
 };
 
 // Installs handlers for every signal in a SignalMap. A handler applies the action to the
