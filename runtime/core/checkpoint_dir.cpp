@@ -86,17 +86,46 @@ CheckpointWriter::~CheckpointWriter() {
   if (!done_) (void)dir_->fs_.remove_tree(staging_);
 }
 
-Status CheckpointWriter::write_file(const std::string& name, const void* data, size_t size) {
+Status CheckpointWriter::open_file(const std::string& name, std::unique_ptr<FileSink>* out) {
   if (done_) return Status::invalid_argument("checkpoint already committed");
   if (name.empty() || name.find('/') != std::string::npos || name[0] == '.' || name == Manifest::kFileName)
     return Status::invalid_argument("bad checkpoint file name '" + name + "'");
+  for (const auto& f : manifest_.files)
+    if (f.name == name) return Status::invalid_argument("checkpoint file '" + name + "' written twice");
   std::unique_ptr<WritableFile> f;
-  std::string path = staging_ + "/" + name;
-  HYDRO_RETURN_IF_ERROR(dir_->fs_.new_writable(path, &f));
-  HYDRO_RETURN_IF_ERROR(f->append(data, size));
-  HYDRO_RETURN_IF_ERROR(f->sync());
-  HYDRO_RETURN_IF_ERROR(f->close());
-  manifest_.files.push_back({name, size, XXH64(data, size, 0)});
+  HYDRO_RETURN_IF_ERROR(dir_->fs_.new_writable(staging_ + "/" + name, &f));
+  out->reset(new FileSink(this, name, std::move(f)));
+  return Status::OK();
+}
+
+Status CheckpointWriter::write_file(const std::string& name, const void* data, size_t size) {
+  std::unique_ptr<FileSink> sink;
+  HYDRO_RETURN_IF_ERROR(open_file(name, &sink));
+  HYDRO_RETURN_IF_ERROR(sink->append(data, size));
+  return sink->finish();
+}
+
+FileSink::FileSink(CheckpointWriter* owner, std::string name, std::unique_ptr<WritableFile> file)
+    : owner_(owner), name_(std::move(name)), file_(std::move(file)), hash_(XXH64_createState()) {
+  XXH64_reset(hash_, 0);
+}
+
+FileSink::~FileSink() { XXH64_freeState(hash_); }
+
+Status FileSink::append(const void* data, size_t size) {
+  if (finished_) return Status::invalid_argument("checkpoint file '" + name_ + "' already finished");
+  HYDRO_RETURN_IF_ERROR(file_->append(data, size));
+  XXH64_update(hash_, data, size);
+  size_ += size;
+  return Status::OK();
+}
+
+Status FileSink::finish() {
+  if (finished_) return Status::invalid_argument("checkpoint file '" + name_ + "' already finished");
+  finished_ = true;
+  HYDRO_RETURN_IF_ERROR(file_->sync());
+  HYDRO_RETURN_IF_ERROR(file_->close());
+  owner_->manifest_.files.push_back({name_, size_, XXH64_digest(hash_)});
   return Status::OK();
 }
 
@@ -163,17 +192,25 @@ Status CheckpointDir::verify(const std::string& name, Manifest* out) const {
   int64_t step = 0;
   if (!parse_name(name, &step) || step != m.step)
     return Status::corruption(mpath + ": step " + std::to_string(m.step) + " does not match directory " + name);
-  std::string bytes;
+  XXH64_state_t* hash = XXH64_createState();
   for (const auto& f : m.files) {
     const std::string path = dir + "/" + f.name;
-    s = fs_.read_file(path, &bytes);
-    if (!s.ok()) return Status::corruption("checkpoint file " + path + ": " + s.message());
-    if (bytes.size() != f.size)
-      return Status::corruption("checkpoint file " + path + ": size " + std::to_string(bytes.size()) +
-                                ", manifest says " + std::to_string(f.size) + " (truncated?)");
-    if (XXH64(bytes.data(), bytes.size(), 0) != f.xxh64)
-      return Status::corruption("checkpoint file " + path + ": checksum does not match the manifest");
+    uint64_t size = 0;
+    XXH64_reset(hash, 0);
+    s = fs_.read_stream(path, [&](const char* data, size_t n) {
+      XXH64_update(hash, data, n);
+      size += n;
+    });
+    if (!s.ok()) s = Status::corruption("checkpoint file " + path + ": " + s.message());
+    else if (size != f.size)
+      s = Status::corruption("checkpoint file " + path + ": size " + std::to_string(size) + ", manifest says " +
+                             std::to_string(f.size) + " (truncated?)");
+    else if (XXH64_digest(hash) != f.xxh64)
+      s = Status::corruption("checkpoint file " + path + ": checksum does not match the manifest");
+    if (!s.ok()) break;
   }
+  XXH64_freeState(hash);
+  HYDRO_RETURN_IF_ERROR(s);
   if (out) *out = std::move(m);
   return Status::OK();
 }

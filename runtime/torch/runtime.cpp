@@ -9,7 +9,6 @@
 #include <atomic>
 #include <mutex>
 #include <optional>
-#include <sstream>
 #include <stdexcept>
 
 #include "hydro/checkpoint_dir.h"
@@ -63,12 +62,25 @@ void on_signal(int signo, Action action) {
   }
 }
 
-std::string serialize(const std::function<void(torch::serialize::OutputArchive&)>& save) {
+// Streams an archive straight into a checkpoint file: no in-memory copy of the whole state.
+Status write_archive(CheckpointWriter& writer, const std::string& name,
+                     const std::function<void(torch::serialize::OutputArchive&)>& save) {
+  std::unique_ptr<FileSink> sink;
+  HYDRO_RETURN_IF_ERROR(writer.open_file(name, &sink));
   torch::serialize::OutputArchive archive;
   save(archive);
-  std::ostringstream out;
-  archive.save_to(out);
-  return out.str();
+  Status err;
+  try {
+    archive.save_to([&](const void* data, size_t n) -> size_t {
+      if (err.ok()) err = sink->append(data, n);
+      return err.ok() ? n : 0;
+    });
+  } catch (const c10::Error& e) {
+    if (!err.ok()) return err;  // our write failed first: report that, it names the file
+    return Status::io("serializing " + name + ": " + e.what_without_backtrace());
+  }
+  HYDRO_RETURN_IF_ERROR(err);
+  return sink->finish();
 }
 
 bool valid_name(const std::string& name) {
@@ -142,14 +154,14 @@ std::string Runtime::save(int64_t step) {
   st = dir.begin(step, &writer);
   if (!st.ok()) fail(st);
   for (const auto& t : tracked_) {
-    st = writer->write_file(t.name + ".pt", serialize(t.save));
+    st = write_archive(*writer, t.name + ".pt", t.save);
     if (!st.ok()) fail(st);
   }
-  st = writer->write_file("rng.pt", serialize([](torch::serialize::OutputArchive& a) {
+  st = write_archive(*writer, "rng.pt", [](torch::serialize::OutputArchive& a) {
     auto gen = at::detail::getDefaultCPUGenerator();
     std::lock_guard<std::mutex> lock(gen.mutex());
     a.write("cpu", gen.get_state());
-  }));
+  });
   if (!st.ok()) fail(st);
   CheckpointInfo info;
   st = writer->commit(&info);

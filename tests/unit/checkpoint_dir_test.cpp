@@ -239,3 +239,40 @@ TEST(CheckpointDir, NamesRoundTrip) {
 
 }  // namespace
 }  // namespace hydro
+
+namespace hydro {
+namespace {
+
+TEST(CheckpointDir, StreamedFileIsHashedAsItIsWritten) {
+  test::TempDir t;
+  CheckpointDir dir(t.path);
+  ASSERT_TRUE(dir.open().ok());
+  std::unique_ptr<CheckpointWriter> w;
+  ASSERT_TRUE(dir.begin(1, &w).ok());
+  std::unique_ptr<FileSink> sink;
+  ASSERT_TRUE(w->open_file("big.pt", &sink).ok());
+  std::string chunk(4096, 'c');
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(sink->append(chunk.data(), chunk.size()).ok());
+  ASSERT_TRUE(sink->finish().ok());
+  EXPECT_EQ(sink->finish().code(), Code::invalid_argument);
+  EXPECT_EQ(w->write_file("big.pt", "again").message(), "checkpoint file 'big.pt' written twice");
+  ASSERT_TRUE(w->commit().ok());
+  Manifest m;
+  ASSERT_TRUE(dir.verify("step-000000000001", &m).ok());
+  ASSERT_EQ(m.files.size(), 1u);
+  EXPECT_EQ(m.files[0].size, 409600u);
+}
+
+TEST(CheckpointDir, AbandonedWriterLeavesNothingBehind) {
+  test::TempDir t;
+  CheckpointDir dir(t.path);
+  ASSERT_TRUE(dir.open().ok());
+  std::unique_ptr<CheckpointWriter> w;
+  ASSERT_TRUE(dir.begin(2, &w).ok());
+  ASSERT_TRUE(w->write_file("a.pt", "a").ok());
+  w.reset();  // abandoned: the staging directory goes, `latest` never existed
+  EXPECT_EQ(entries(t.path), std::vector<std::string>{});
+}
+
+}  // namespace
+}  // namespace hydro

@@ -18,6 +18,9 @@ class FaultFs : public Fs {
 
   Status new_writable(const std::string& path, std::unique_ptr<WritableFile>* out) override;
   Status read_file(const std::string& p, std::string* o) override { return real_.read_file(p, o); }
+  Status read_stream(const std::string& p, const std::function<void(const char*, size_t)>& s) override {
+    return real_.read_stream(p, s);
+  }
   Status make_dir(const std::string& p, unsigned m) override { return real_.make_dir(p, m); }
   Status make_dirs(const std::string& p, unsigned m) override { return real_.make_dirs(p, m); }
   Status sync_dir(const std::string& p) override {

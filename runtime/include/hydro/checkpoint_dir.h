@@ -19,6 +19,8 @@
 #include "hydro/manifest.h"
 #include "hydro/status.h"
 
+struct XXH64_state_s;  // xxhash's streaming state
+
 namespace hydro {
 
 struct CheckpointInfo {
@@ -28,11 +30,33 @@ struct CheckpointInfo {
 };
 
 class CheckpointDir;
+class CheckpointWriter;
+
+// One file being streamed into a checkpoint: every append is written and hashed as it comes.
+class FileSink {
+ public:
+  ~FileSink();
+  Status append(const void* data, size_t size);
+  // fsyncs and closes the file and records its size and hash in the manifest.
+  Status finish();
+
+ private:
+  friend class CheckpointWriter;
+  FileSink(CheckpointWriter* owner, std::string name, std::unique_ptr<WritableFile> file);
+  CheckpointWriter* owner_;
+  std::string name_;
+  std::unique_ptr<WritableFile> file_;
+  ::XXH64_state_s* hash_;
+  uint64_t size_ = 0;
+  bool finished_ = false;
+};
 
 // One checkpoint being written. Destroying it without commit() removes the staging directory.
 class CheckpointWriter {
  public:
   ~CheckpointWriter();
+  // Starts a file of the checkpoint, to be filled by appends (no copy of the whole state).
+  Status open_file(const std::string& name, std::unique_ptr<FileSink>* out);
   // Writes one whole file into the checkpoint and fsyncs it.
   Status write_file(const std::string& name, const void* data, size_t size);
   Status write_file(const std::string& name, const std::string& bytes) {
@@ -45,6 +69,7 @@ class CheckpointWriter {
 
  private:
   friend class CheckpointDir;
+  friend class FileSink;
   CheckpointWriter(CheckpointDir* dir, std::string staging, int64_t step);
   CheckpointDir* dir_;
   std::string staging_;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,6 +26,8 @@ class Fs {
   // Creates a new file (O_EXCL): never writes through an existing name or symlink.
   virtual Status new_writable(const std::string& path, std::unique_ptr<WritableFile>* out) = 0;
   virtual Status read_file(const std::string& path, std::string* out) = 0;
+  // Reads a file in chunks, handing each to `sink` (no copy of the whole file).
+  virtual Status read_stream(const std::string& path, const std::function<void(const char*, size_t)>& sink) = 0;
   virtual Status make_dir(const std::string& path, unsigned mode) = 0;      // EEXIST is an error
   virtual Status make_dirs(const std::string& path, unsigned mode) = 0;     // mkdir -p
   virtual Status sync_dir(const std::string& path) = 0;
