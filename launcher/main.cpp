@@ -26,8 +26,8 @@ int main(int argc, char** argv) {
   app.add_option("--checkpoint-dir", o.checkpoint_dir,
                  "Checkpoint directory, absolute (default: $HYDRO_CKPT_DIR, which the SPANK plugin sets)");
   app.add_option("--requeue-signal", requeue_signal,
-                 "On this signal (e.g. USR1, sent by `sbatch --signal=B:USR1@120` before the time limit), ask "
-                 "the program to checkpoint and exit, then requeue the job");
+                 "On this signal (e.g. URG, sent by `sbatch --signal=B:URG@120` before the time limit), ask "
+                 "the program to checkpoint and exit, then requeue the job. It is not forwarded");
   app.add_option("--scontrol", o.scontrol, "scontrol to run for the requeue")->capture_default_str();
   app.add_option("command", o.command, "The program and its arguments, after --")->required();
   app.set_version_flag("--version", "hydro-launch " HYDRO_VERSION);

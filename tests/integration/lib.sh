@@ -46,6 +46,19 @@ wait_for() {
   fail "no line matching '$re' in $file after ${limit}s"
 }
 
+# count FILE REGEX: lines of FILE matching.
+count() { grep -cE "$2" "$1" 2>/dev/null || true; }
+
+# wait_count FILE REGEX N [SECONDS]: until at least N lines match.
+wait_count() {
+  local file=$1 re=$2 n=$3 limit=${4:-60} i
+  for ((i = 0; i < limit * 10; i++)); do
+    [ "$(count "$file" "$re")" -ge "$n" ] && return 0
+    sleep 0.1
+  done
+  fail "fewer than $n lines matching '$re' in $file after ${limit}s"
+}
+
 job_state() { scontrol show job "$1" 2>/dev/null | grep -oP 'JobState=\K\S+' || echo UNKNOWN; }
 
 # wait_state JOB REGEX [SECONDS]
@@ -74,10 +87,22 @@ wait_steps() {
   fail "training did not advance $n steps past $from in $file"
 }
 
-# release JOB: a requeued job waits ~121 s to be eligible; start it now.
+# release JOB: a requeued job waits ~121 s to be eligible; start it now. slurmd refuses a launch
+# whose credential is from the same second as the requeue's revocation ("already killed, do not
+# launch batch job"), so let the second pass, and ask again if the job is sent back to wait.
 release() {
-  wait_state "$1" PENDING 60
-  scontrol update JobId="$1" StartTime=now
+  local job=$1 i s
+  wait_state "$job" PENDING 60
+  sleep 1.1
+  for ((i = 0; i < 10; i++)); do
+    scontrol update JobId="$job" StartTime=now
+    for _ in $(seq 30); do
+      s=$(job_state "$job")
+      [ "$s" = PENDING ] || return 0
+      sleep 0.1
+    done
+  done
+  fail "job $job stayed PENDING after StartTime=now"
 }
 
 # show_new FILE: prints the lines of FILE not shown before (hydro's own lines, and the last

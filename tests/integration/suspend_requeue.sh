@@ -18,7 +18,7 @@ note "reference weights_digest=$want"
 cat >"$work/job.sh" <<JOB
 #!/bin/bash
 echo "restart count: \${SLURM_RESTART_COUNT:-0}"
-exec "$launch" --requeue-signal USR1 -- "$train" ${args[*]}
+exec "$launch" --requeue-signal URG -- "$train" ${args[*]}
 JOB
 log=$work/job.log
 export HYDRO_TEST_LOGS=$log
@@ -59,6 +59,19 @@ wait_for "$log" 'resumed at operator aten::' 10
 wait_steps "$log" 100
 show_new "$log"
 
+note "a user's own pause and resume: scancel -b --signal=USR1, then USR2"
+pauses=$(count "$log" 'paused at (operator|the end of step)')
+scancel -b --signal=USR1 "$job"
+wait_for "$log" 'pause requested by SIGUSR1' 10
+wait_count "$log" 'paused at (operator|the end of step)' $((pauses + 1)) 10
+held=$(last_step "$log")
+sleep 1
+[ "$(last_step "$log")" = "$held" ] || fail "training advanced while paused by the user"
+scancel -b --signal=USR2 "$job"
+wait_for "$log" 'resume requested by SIGUSR2' 10
+wait_steps "$log" 50
+show_new "$log"
+
 note "scontrol requeue: checkpoint within KillWait, restart with SLURM_RESTART_COUNT=1"
 scontrol requeue "$job"
 wait_for "$log" 'checkpoint of step [0-9]+ committed' 30
@@ -70,12 +83,12 @@ wait_for "$log" "resumed from .* at step $ck1\$" 30
 wait_steps "$log" 100
 show_new "$log"
 
-note "the launcher's own requeue (as before a time limit): USR1 to the batch shell"
-scancel -b --signal=USR1 "$job"
-wait_for "$log" 'SIGUSR1: asking the program to checkpoint and exit' 30
+note "the launcher's own requeue (as sbatch --signal=B:URG@T does before a time limit): URG to the batch shell"
+scancel -b --signal=URG "$job"
+wait_for "$log" 'SIGURG: asking the program to checkpoint and exit' 30
 wait_for "$log" "job $job requeued" 30
 ck2=$(grep -oP 'checkpoint of step \K[0-9]+' "$log" | tail -1)
-[ "$ck2" -gt "$ck1" ] || fail "no new checkpoint after USR1 (last was step $ck1)"
+[ "$ck2" -gt "$ck1" ] || fail "no new checkpoint after URG (last was step $ck1)"
 release "$job"
 wait_for "$log" '^restart count: 2$' 60
 wait_for "$log" "resumed from .* at step $ck2\$" 30
