@@ -1,8 +1,11 @@
-// A filesystem that wraps the real one and fails on command: the Nth write, ENOSPC, fsync.
+// Test support: a filesystem that wraps the real one and fails on command (the Nth write,
+// ENOSPC, fsync), a temporary directory, and a poll for conditions other threads make true.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <string>
+#include <thread>
 
 #include "hydro/durable_fs.h"
 
@@ -45,5 +48,16 @@ struct TempDir {
   ~TempDir();
   std::string path;
 };
+
+// Polls a condition that another thread or process makes true. The cap (20 s) only keeps a
+// broken test from hanging; nothing asserts on how long it took.
+template <typename F>
+bool eventually(F f) {
+  for (int i = 0; i < 20000; ++i) {
+    if (f()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
 
 }  // namespace hydro::test

@@ -105,18 +105,27 @@ TEST(Launcher, ForwardsSignalsToTheProgram) {
   EXPECT_NE(r.err.find("forwarding SIGUSR2 to pid"), std::string::npos) << r.err;
 }
 
-// scontrol here is a stand-in script that records its arguments: the real one is exercised by
-// the Slurm integration tests (tests/integration/suspend_requeue.sh).
+// A stand-in scontrol that records its arguments in DIR/scontrol.args: the real one is exercised
+// by the Slurm integration tests (tests/integration/suspend_requeue.sh).
+std::string fake_scontrol(const std::string& dir) {
+  const std::string path = dir + "/scontrol";
+  {
+    std::ofstream f(path);
+    f << "#!/bin/sh\necho \"$@\" > " << dir << "/scontrol.args\n";
+  }
+  ::chmod(path.c_str(), 0755);
+  return path;
+}
+
+// A program that says it is ready, then checkpoints-and-exits (status 75) on SIGTERM.
+std::string exits_75_on_term(const std::string& dir) {
+  return "trap 'exit " + std::to_string(kExitRequeue) + "' TERM; touch " + dir + "/ready; while :; do sleep 0.01; done";
+}
+
 TEST(Launcher, RequeueSignalAsksForACheckpointThenRequeuesTheJob) {
   test::TempDir t;
-  const std::string fake = t.path + "/scontrol";
-  {
-    std::ofstream f(fake);
-    f << "#!/bin/sh\necho \"$@\" > " << t.path << "/scontrol.args\n";
-  }
-  ::chmod(fake.c_str(), 0755);
-  const std::string script = "trap 'exit " + std::to_string(kExitRequeue) + "' TERM; touch " + t.path +
-                             "/ready; while :; do sleep 0.01; done";
+  const std::string fake = fake_scontrol(t.path);
+  const std::string script = exits_75_on_term(t.path);
   LaunchResult r = run_launcher({"--requeue-signal", "USR1", "--scontrol", fake, "--", "/bin/sh", "-c", script},
                        {"SLURM_JOB_ID=4242"}, t.path, SIGUSR1);
   EXPECT_EQ(WEXITSTATUS(r.status), kExitRequeue) << r.err;
@@ -126,17 +135,11 @@ TEST(Launcher, RequeueSignalAsksForACheckpointThenRequeuesTheJob) {
 
 TEST(Launcher, TermFromSlurmIsForwardedAndNeverTurnedIntoARequeue) {
   test::TempDir t;
-  const std::string fake = t.path + "/scontrol";
-  {
-    std::ofstream f(fake);
-    f << "#!/bin/sh\ntouch " << t.path << "/scontrol.ran\n";
-  }
-  ::chmod(fake.c_str(), 0755);
-  const std::string script = "trap 'exit " + std::to_string(kExitRequeue) + "' TERM; touch " + t.path +
-                             "/ready; while :; do sleep 0.01; done";
-  LaunchResult r = run_launcher({"--scontrol", fake, "--", "/bin/sh", "-c", script}, {"SLURM_JOB_ID=4242"}, t.path, SIGTERM);
+  const std::string fake = fake_scontrol(t.path);
+  LaunchResult r = run_launcher({"--scontrol", fake, "--", "/bin/sh", "-c", exits_75_on_term(t.path)},
+                                {"SLURM_JOB_ID=4242"}, t.path, SIGTERM);
   EXPECT_EQ(WEXITSTATUS(r.status), kExitRequeue) << r.err;
-  EXPECT_FALSE(posix_fs().exists(t.path + "/scontrol.ran"));
+  EXPECT_FALSE(posix_fs().exists(t.path + "/scontrol.args")) << "a SIGTERM must not become a requeue";
 }
 
 TEST(Launcher, BadArgumentsAreClearErrors) {

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "fault_fs.h"
 #include "hydro/pause_gate.h"
 
 namespace hydro {
@@ -24,15 +25,7 @@ class PauseGateTest : public ::testing::Test {
   PauseGate& gate = PauseGate::instance();
 };
 
-// Waits for a condition that the watcher thread makes true (no timing asserted: a generous cap).
-template <typename F>
-bool eventually(F f) {
-  for (int i = 0; i < 10000; ++i) {
-    if (f()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return false;
-}
+using test::eventually;
 
 TEST_F(PauseGateTest, PauseSignalBlocksAThreadAndResumeSignalReleasesIt) {
   std::mutex mu;

@@ -7,7 +7,7 @@
 #include <chrono>
 #include <thread>
 
-#include "../unit/fault_fs.h"
+#include "fault_fs.h"
 #include "hydro/checkpoint_dir.h"
 #include "hydro/pause_gate.h"
 #include "hydro/runtime.h"
@@ -15,14 +15,7 @@
 namespace hydro {
 namespace {
 
-template <typename F>
-bool eventually(F f) {
-  for (int i = 0; i < 20000; ++i) {
-    if (f()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return false;
-}
+using test::eventually;
 
 torch::nn::Sequential make_model() {
   return torch::nn::Sequential(torch::nn::Linear(8, 32), torch::nn::ReLU(), torch::nn::Linear(32, 4));
