@@ -36,12 +36,14 @@ std::unique_ptr<at::ObserverContext> on_operator(const at::RecordFunction& fn) {
 
 std::mutex g_callback_mutex;
 std::optional<at::CallbackHandle> g_callback;
+std::atomic<bool> g_armed{false};
 
 void arm_operator_pause(bool on) {
   std::lock_guard<std::mutex> lock(g_callback_mutex);
   if (!g_callback) return;
   if (on) at::reenableCallback(*g_callback);
   else at::disableCallback(*g_callback);
+  g_armed = on;
 }
 
 void on_signal(int signo, Action action) {
@@ -92,6 +94,8 @@ bool valid_name(const std::string& name) {
 
 }  // namespace
 
+bool operator_pause_armed() { return g_armed.load(); }
+
 Runtime::Runtime() : Runtime([] {
   Settings s;
   Status st = Settings::from_env(&s);
@@ -126,6 +130,7 @@ Runtime::~Runtime() {
   if (g_callback) {
     at::removeCallback(*g_callback);
     g_callback.reset();
+    g_armed = false;
   }
 }
 

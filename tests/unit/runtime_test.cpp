@@ -161,3 +161,103 @@ TEST_F(RuntimeTest, TrackRefusesBadAndDuplicateNames) {
 
 }  // namespace
 }  // namespace hydro
+
+namespace hydro {
+namespace {
+
+// Requests a pause from inside the calling thread and waits until the operator callback is armed,
+// so that the very next operator on this thread blocks.
+void pause_from_here() {
+  ::raise(SIGUSR1);
+  ASSERT_TRUE(test::eventually([] { return operator_pause_armed(); }));
+}
+
+// Identity forward; its backward requests the pause, so the autograd nodes after it block.
+struct PauseInBackward : torch::autograd::Function<PauseInBackward> {
+  static torch::Tensor forward(torch::autograd::AutogradContext*, torch::Tensor x) { return x.clone(); }
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext*, torch::autograd::tensor_list g) {
+    pause_from_here();
+    return {g[0].clone()};
+  }
+};
+
+TEST_F(RuntimeTest, PauseInsideBackwardHoldsAndReleases) {
+  Runtime rt(settings());
+  torch::nn::Linear layer(8, 8);
+  std::atomic<int> phase{0};  // 1: inside backward, 2: backward done
+  std::thread trainer([&] {
+    torch::Tensor y = PauseInBackward::apply(layer->forward(torch::randn({4, 8})));
+    phase = 1;
+    y.sum().backward();
+    phase = 2;
+  });
+  ASSERT_TRUE(test::eventually([] { return PauseGate::instance().threads_waiting() == 1; }));
+  EXPECT_EQ(phase.load(), 1) << "the pause must hold inside backward";
+  EXPECT_FALSE(layer->weight.grad().defined()) << "the layer's gradient is not computed while paused";
+  ::kill(::getpid(), SIGUSR2);
+  trainer.join();
+  EXPECT_EQ(phase.load(), 2);
+  EXPECT_TRUE(layer->weight.grad().defined());
+}
+
+// Counts the operators one optimizer step runs on this thread and, at `pause_at`, requests a pause.
+struct OpCounter {
+  static inline std::atomic<int> count{0}, pause_at{-1};
+  static std::unique_ptr<at::ObserverContext> on_op(const at::RecordFunction&) {
+    if (++count == pause_at) pause_from_here();
+    return nullptr;
+  }
+};
+
+TEST_F(RuntimeTest, PauseBetweenTwoParameterUpdatesHoldsUntilResumeAndStepEndSeesAWholeStep) {
+  test::TempDir t;
+  Runtime rt(settings(t.path));
+  torch::nn::Linear a(64, 64), b(64, 64);
+  std::vector<torch::Tensor> params{a->weight, a->bias, b->weight, b->bias};
+  torch::optim::SGD opt(params, torch::optim::SGDOptions(0.1).momentum(0.9));
+  for (auto& p : params) p.mutable_grad() = torch::ones_like(p);
+  std::vector<torch::Tensor> before;
+  for (auto& p : params) before.push_back(p.detach().clone());
+
+  // A dry count of one step's operators, on a copy, to land the pause half way through.
+  {
+    std::vector<torch::Tensor> copy;
+    for (auto& p : params) {
+      copy.push_back(p.detach().clone().requires_grad_(true));
+      copy.back().mutable_grad() = torch::ones_like(p);
+    }
+    torch::optim::SGD dry(copy, torch::optim::SGDOptions(0.1).momentum(0.9));
+    auto h = at::addThreadLocalCallback(at::RecordFunctionCallback(OpCounter::on_op).needsInputs(false));
+    dry.step();
+    at::removeCallback(h);
+  }
+  const int ops_per_step = OpCounter::count.exchange(0);
+  ASSERT_GT(ops_per_step, 8);
+  OpCounter::pause_at = ops_per_step / 2;
+
+  std::atomic<bool> stepped{false};
+  bool step_end_result = true;
+  std::thread trainer([&] {
+    auto h = at::addThreadLocalCallback(at::RecordFunctionCallback(OpCounter::on_op).needsInputs(false));
+    opt.step();
+    at::removeCallback(h);
+    stepped = true;
+    step_end_result = rt.step_end(1);
+  });
+  ASSERT_TRUE(test::eventually([] { return PauseGate::instance().threads_waiting() == 1; }));
+  EXPECT_FALSE(stepped.load());
+  // No torch operators on this thread while paused: they would pause it too. Compare raw bytes.
+  EXPECT_FALSE(same_bits(params.front(), before.front())) << "the first parameter is already updated";
+  EXPECT_TRUE(same_bits(params.back(), before.back())) << "the last parameter is not updated yet";
+  // SIGTERM while paused: the step finishes first, then step_end checkpoints.
+  ::kill(::getpid(), SIGTERM);
+  trainer.join();
+  EXPECT_TRUE(stepped.load());
+  EXPECT_FALSE(step_end_result);
+  for (size_t i = 0; i < params.size(); ++i) EXPECT_FALSE(same_bits(params[i], before[i])) << i;
+  CheckpointDir dir(t.path);
+  EXPECT_TRUE(dir.verify("step-000000000001").ok());
+}
+
+}  // namespace
+}  // namespace hydro

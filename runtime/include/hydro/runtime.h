@@ -67,4 +67,8 @@ class Runtime {
   std::vector<Tracked> tracked_;
 };
 
+// True while the operator callback is enabled: a pause is pending and the next operator on any
+// thread will block. (For tests and diagnostics.)
+bool operator_pause_armed();
+
 }  // namespace hydro
