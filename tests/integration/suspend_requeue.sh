@@ -31,31 +31,31 @@ show_new "$log"
 note "scontrol suspend: pause at an operator before the freeze"
 # A pause takes hold at the next operator or at the end of the step, whichever comes first; the
 # end of a step wins when SIGTSTP lands just before it. Try again (after a resume) until the
-# operator wins, a few times at most.
-for attempt in 1 2 3 4 5; do
+# operator wins (it does most times: the end of a step wins only while the watcher thread wakes).
+for attempt in $(seq 10); do
   scontrol suspend "$job"
   wait_state "$job" SUSPENDED
   # SIGSTOP (or the cgroup freeze) lands 2 s after SIGTSTP, and a frozen process writes nothing:
   # a "paused at" line that is there after the freeze was written before it.
-  wait_for "$log" 'hydro\[[0-9]+\] .*: paused at (operator aten::|the end of step)' 10
+  wait_for "$log" 'hydro\[[0-9]+\] .*: paused at (operator |the end of step)' 10
   sleep 3
   frozen=$(last_step "$log")
   grep -q 'pause requested by SIGTSTP' "$log" || fail "the pause was not requested by SIGTSTP"
   sleep 1
   [ "$(last_step "$log")" = "$frozen" ] || fail "training advanced while suspended"
   show_new "$log"
-  if grep -qE 'paused at operator aten::' "$log"; then break; fi
-  [ $attempt = 5 ] && fail "the pause never took hold at an operator in 5 suspends"
+  if grep -qE 'paused at operator ' "$log"; then break; fi
+  [ "$attempt" = 10 ] && fail "the pause never took hold at an operator in 10 suspends"
   note "paused at the end of a step this time; resume and suspend again"
   scontrol resume "$job"
   wait_for "$log" "resumed at the end of step" 10
   wait_steps "$log" 50
 done
-note "paused at operator $(grep -oP 'paused at operator \K\S+' "$log" | tail -1) at step $frozen; the job is frozen"
+note "paused at operator $(grep -oP 'paused at operator \K.*(?= \(thread)' "$log" | tail -1) at step $frozen; the job is frozen"
 
 note "scontrol resume: training continues"
 scontrol resume "$job"
-wait_for "$log" 'resumed at operator aten::' 10
+wait_for "$log" 'resumed at operator ' 10
 wait_steps "$log" 100
 show_new "$log"
 
@@ -69,6 +69,16 @@ sleep 1
 [ "$(last_step "$log")" = "$held" ] || fail "training advanced while paused by the user"
 scancel -b --signal=USR2 "$job"
 wait_for "$log" 'resume requested by SIGUSR2' 10
+wait_steps "$log" 50
+show_new "$log"
+
+note "the same with hydroctl pause|resume JOBID"
+pauses=$(count "$log" 'paused at (operator|the end of step)')
+resumes=$(count "$log" 'resume requested by SIGUSR2')
+"$build/ctl/hydroctl" pause "$job" || fail "hydroctl pause $job failed"
+wait_count "$log" 'paused at (operator|the end of step)' $((pauses + 1)) 10
+"$build/ctl/hydroctl" resume "$job" || fail "hydroctl resume $job failed"
+wait_count "$log" 'resume requested by SIGUSR2' $((resumes + 1)) 10
 wait_steps "$log" 50
 show_new "$log"
 

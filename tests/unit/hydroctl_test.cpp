@@ -1,0 +1,131 @@
+// hydroctl as a whole process: status tables, and pause/resume of a process for its owner only.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "fault_fs.h"
+#include "hydro/checkpoint_dir.h"
+#include "status_table.h"
+
+namespace hydro {
+namespace {
+
+struct Output {
+  int code;
+  std::string text;
+};
+
+Output run(const std::string& cmd) {
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  std::string text;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, p)) text.append(buf, n);
+  int status = ::pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, text};
+}
+
+TEST(HydroctlStatus, ListsVerifiedCorruptAndLatest) {
+  test::TempDir t;
+  CheckpointDir dir(t.path);
+  ASSERT_TRUE(dir.open().ok());
+  for (int step : {10, 20}) {
+    std::unique_ptr<CheckpointWriter> w;
+    ASSERT_TRUE(dir.begin(step, &w).ok());
+    ASSERT_TRUE(w->write_file("model.pt", std::string(100, 'm')).ok());
+    ASSERT_TRUE(w->commit().ok());
+  }
+  ASSERT_EQ(::truncate((t.path + "/step-000000000010/model.pt").c_str(), 3), 0);
+  bool ok = false;
+  std::string table = ctl::status_table(t.path, &ok);
+  ASSERT_TRUE(ok);
+  std::istringstream lines(table);
+  std::string header, first, why, second;
+  std::getline(lines, header);
+  std::getline(lines, first);
+  std::getline(lines, why);
+  std::getline(lines, second);
+  EXPECT_EQ(header.substr(0, 4), "STEP");
+  EXPECT_EQ(first.substr(0, 2), "10");
+  EXPECT_NE(first.find("CORRUPT"), std::string::npos) << table;
+  EXPECT_EQ(why, "    checkpoint file " + t.path + "/step-000000000010/model.pt: size 3, manifest says 100 (truncated?)");
+  EXPECT_EQ(second.substr(0, 2), "20");
+  EXPECT_NE(second.find("verified <- latest"), std::string::npos) << table;
+}
+
+TEST(HydroctlStatus, MissingDirectoryIsAnError) {
+  bool ok = true;
+  std::string table = ctl::status_table("/nonexistent/hydro", &ok);
+  EXPECT_FALSE(ok);
+  EXPECT_EQ(table, "hydroctl: open directory /nonexistent/hydro: No such file or directory\n");
+}
+
+TEST(Hydroctl, PausesAndResumesItsOwnProcess) {
+  test::TempDir t;
+  pid_t child = ::fork();
+  if (child == 0) {
+    ::execl("/bin/sh", "sh", "-c",
+            ("trap 'echo paused >> " + t.path + "/log' USR1; trap 'echo resumed >> " + t.path +
+             "/log; exit 0' USR2; touch " + t.path + "/ready; while :; do sleep 0.01; done")
+                .c_str(),
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ASSERT_TRUE(test::eventually([&] { return posix_fs().exists(t.path + "/ready"); }));
+  Output o = run(std::string(HYDROCTL_BIN) + " pause --pid " + std::to_string(child));
+  EXPECT_EQ(o.code, 0) << o.text;
+  EXPECT_EQ(o.text, "hydroctl: sent SIGUSR1 to process " + std::to_string(child) + " (pause)\n");
+  ASSERT_TRUE(test::eventually([&] { return posix_fs().exists(t.path + "/log"); }));
+  o = run(std::string(HYDROCTL_BIN) + " resume --pid " + std::to_string(child));
+  EXPECT_EQ(o.code, 0) << o.text;
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  std::ifstream log(t.path + "/log");
+  std::stringstream s;
+  s << log.rdbuf();
+  EXPECT_EQ(s.str(), "paused\nresumed\n");
+}
+
+// A second Unix user (Debian's `nobody`) may not pause root's process. Needs root, as CI has.
+TEST(Hydroctl, AnotherUsersProcessIsRefused) {
+  ASSERT_EQ(::getuid(), 0u) << "this test runs hydroctl as the user nobody, which needs root";
+  // A copy nobody can reach, wherever the build tree is.
+  test::TempDir t;
+  ASSERT_EQ(::chmod(t.path.c_str(), 0755), 0);
+  const std::string bin = t.path + "/hydroctl";
+  ASSERT_EQ(run("cp " + std::string(HYDROCTL_BIN) + " " + bin).code, 0);
+  pid_t victim = ::fork();
+  if (victim == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  Output o = run("runuser -u nobody -- " + bin + " pause --pid " + std::to_string(victim));
+  EXPECT_EQ(o.code, 1);
+  EXPECT_EQ(o.text, "hydroctl: process " + std::to_string(victim) +
+                        " belongs to uid 0; only its owner or root may pause it\n");
+  ::kill(victim, SIGKILL);
+  ::waitpid(victim, nullptr, 0);
+}
+
+TEST(Hydroctl, BadArgumentsAreClearErrors) {
+  const std::string bin = HYDROCTL_BIN;
+  Output o = run(bin + " pause");
+  EXPECT_EQ(o.code, 1);
+  EXPECT_EQ(o.text, "hydroctl: pause: give a JOBID or --pid PID\n");
+  o = run(bin + " resume 12x");
+  EXPECT_EQ(o.text, "hydroctl: JOBID '12x' is not a job id\n");
+  o = run(bin + " pause 12 --pid 5");
+  EXPECT_EQ(o.text, "hydroctl: give a JOBID or --pid, not both\n");
+  o = run(bin + " pause --pid 999999999");
+  EXPECT_EQ(o.text, "hydroctl: no process 999999999\n");
+  o = run(bin + " status");
+  EXPECT_NE(o.code, 0);
+  EXPECT_NE(o.text.find("DIR is required"), std::string::npos) << o.text;
+}
+
+}  // namespace
+}  // namespace hydro
