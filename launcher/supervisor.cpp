@@ -104,10 +104,13 @@ int run(const Options& o) {
     ssize_t n = ::read(sfd, &si, sizeof si);
     if (n < 0 && errno == EINTR) continue;
     if (n != sizeof si) {
-      say(std::string("error: reading signals: ") + std::strerror(errno));
-      ::kill(child, SIGKILL);
+      say(std::string("error: reading signals: ") + std::strerror(errno) + "; killing the program");
+      ::kill(-child, SIGKILL);
+      while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+      }
+      break;
     }
-    int sig = n == sizeof si ? static_cast<int>(si.ssi_signo) : SIGCHLD;
+    int sig = static_cast<int>(si.ssi_signo);
     if (sig == SIGCHLD) {
       pid_t r = ::waitpid(child, &status, WNOHANG);
       if (r == child) break;

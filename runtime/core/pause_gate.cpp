@@ -138,6 +138,8 @@ void SignalBridge::stop() {
     ::sigaction(signo, &g_previous[signo], nullptr);
     g_action[signo].store(0);
   }
+  // Blocking for this one byte: a full pipe only means the watcher is behind, and it drains it.
+  ::fcntl(g_pipe[1], F_SETFL, 0);
   unsigned char stop = 0;
   while (::write(g_pipe[1], &stop, 1) < 0 && errno == EINTR) {
   }
