@@ -261,3 +261,32 @@ TEST_F(RuntimeTest, PauseBetweenTwoParameterUpdatesHoldsUntilResumeAndStepEndSee
 
 }  // namespace
 }  // namespace hydro
+
+namespace hydro {
+namespace {
+
+// A pause requested while no operator runs (data loading, I/O) holds at the next step_end().
+TEST_F(RuntimeTest, PauseWhileNoOperatorRunsHoldsAtTheStepBoundary) {
+  Runtime rt(settings());
+  std::atomic<bool> loading{true}, stop{false};
+  std::atomic<long> steps{0};
+  std::thread trainer([&] {
+    for (long step = 1; !stop; ++step) {
+      while (loading && !stop) std::this_thread::sleep_for(std::chrono::microseconds(100));  // "I/O"
+      rt.step_end(step);
+      steps = step;
+    }
+  });
+  ::kill(::getpid(), SIGUSR1);
+  ASSERT_TRUE(test::eventually([] { return operator_pause_armed(); }));
+  loading = false;  // the loop reaches step_end without running an operator
+  ASSERT_TRUE(test::eventually([] { return PauseGate::instance().threads_waiting() == 1; }));
+  EXPECT_EQ(steps.load(), 0) << "held at the first step boundary";
+  ::kill(::getpid(), SIGUSR2);
+  ASSERT_TRUE(test::eventually([&] { return steps > 0; }));
+  stop = true;
+  trainer.join();
+}
+
+}  // namespace
+}  // namespace hydro
