@@ -11,11 +11,12 @@ for f in bin/hydro-launch bin/hydro-example-train lib/slurm/spank_hydro.so inclu
          lib/cmake/hydro/hydroConfig.cmake etc/hydro/hydro.yaml etc/hydro/plugstack.conf.d/hydro.conf; do
   [ -e "$work/prefix/$f" ] || { echo "FAIL: $f is not installed"; exit 1; }
 done
-"$work/prefix/bin/hydro-launch" --help | grep -q -- '--requeue-signal' || { echo "FAIL: installed hydro-launch --help"; exit 1; }
-"$work/prefix/bin/hydro-example-train" --steps 20 --log-every 10 2>/dev/null | grep -q '^weights_digest=' ||
-  { echo "FAIL: installed hydro-example-train did not run"; exit 1; }
+out=$("$work/prefix/bin/hydro-launch" --help)
+grep -q -- '--requeue-signal' <<<"$out" || { echo "FAIL: installed hydro-launch --help"; exit 1; }
+out=$("$work/prefix/bin/hydro-example-train" --steps 20 --log-every 10 2>/dev/null)
+grep -q '^weights_digest=' <<<"$out" || { echo "FAIL: installed hydro-example-train did not run"; exit 1; }
 cmake -S "$src/tests/install/consumer" -B "$work/consumer" -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
 cmake --build "$work/consumer" >/dev/null
-HYDRO_CKPT_DIR=$work/ck "$work/consumer/consumer" 2>/dev/null | grep -qx 'consumer: trained to step 3' ||
-  { echo "FAIL: the consumer did not train"; exit 1; }
+out=$(HYDRO_CKPT_DIR=$work/ck "$work/consumer/consumer" 2>/dev/null)
+grep -qx 'consumer: trained to step 3' <<<"$out" || { echo "FAIL: the consumer did not train"; exit 1; }
 echo "PASS install layout and find_package(hydro)"

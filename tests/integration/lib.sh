@@ -112,7 +112,7 @@ show_new() {
   local file=$1 from=${shown_lines[$1]:-0} total
   total=$(wc -l <"$file" 2>/dev/null || echo 0)
   [ "$total" -gt "$from" ] || return 0
-  tail -n +"$((from + 1))" "$file" | head -n "$((total - from))" |
+  sed -n "$((from + 1)),${total}p" "$file" |
     awk '/^step /{last=$0; next} {if (last) {print "    | " last; last=""} print "    | " $0} END{if (last) print "    | " last}'
   shown_lines[$1]=$total
 }
