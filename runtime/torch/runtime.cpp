@@ -124,7 +124,12 @@ Runtime::Runtime(Settings settings) : settings_(std::move(settings)) {
   if (!st.ok()) fail(st);
 }
 
+void Runtime::wait_idle() {
+  if (pruner_.joinable()) pruner_.join();
+}
+
 Runtime::~Runtime() {
+  wait_idle();
   SignalBridge::stop();
   std::lock_guard<std::mutex> lock(g_callback_mutex);
   if (g_callback) {
@@ -152,7 +157,8 @@ void Runtime::track(const std::string& name, torch::optim::Optimizer& optimizer)
 std::string Runtime::save(int64_t step) {
   if (settings_.checkpoint_dir.empty())
     fail(Status::invalid_argument("cannot checkpoint: HYDRO_CKPT_DIR is not set"));
-  CheckpointDir dir(settings_.checkpoint_dir, posix_fs(), settings_.keep_last);
+  wait_idle();
+  CheckpointDir dir(settings_.checkpoint_dir);
   Status st = dir.open();
   if (!st.ok()) fail(st);
   std::unique_ptr<CheckpointWriter> writer;
@@ -172,6 +178,13 @@ std::string Runtime::save(int64_t step) {
   st = writer->commit(&info);
   if (st.code() == Code::durability_uncertain) log("warning: " + st.message());
   else if (!st.ok()) fail(st);
+  if (settings_.keep_last > 0) {
+    pruner_ = std::thread([root = settings_.checkpoint_dir, keep = settings_.keep_last] {
+      CheckpointDir d(root);
+      Status p = d.prune(keep);
+      if (!p.ok()) log("warning: removing old checkpoints: " + p.message());
+    });
+  }
   return info.path;
 }
 

@@ -290,3 +290,28 @@ TEST_F(RuntimeTest, PauseWhileNoOperatorRunsHoldsAtTheStepBoundary) {
 
 }  // namespace
 }  // namespace hydro
+
+namespace hydro {
+namespace {
+
+TEST_F(RuntimeTest, KeepLastRemovesOldCheckpointsButNeverLatest) {
+  test::TempDir t;
+  Settings s = settings(t.path);
+  s.keep_last = 2;
+  Runtime rt(s);
+  auto model = make_model();
+  rt.track("model", *model);
+  for (int step = 1; step <= 4; ++step) rt.save(step);
+  rt.wait_idle();
+  CheckpointDir dir(t.path);
+  auto all = dir.list();
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].step, 3);
+  EXPECT_EQ(all[1].step, 4);
+  std::string latest;
+  ASSERT_TRUE(posix_fs().read_link(t.path + "/latest", &latest).ok());
+  EXPECT_EQ(latest, "step-000000000004");
+}
+
+}  // namespace
+}  // namespace hydro

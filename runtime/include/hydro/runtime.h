@@ -24,6 +24,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "hydro/exit_codes.h"
 #include "hydro/settings.h"
@@ -54,6 +55,9 @@ class Runtime {
   // Commits a checkpoint of the tracked state now. Returns its directory.
   std::string save(int64_t step);
 
+  // Waits for background work that save() left running (removing old checkpoints).
+  void wait_idle();
+
   const Settings& settings() const { return settings_; }
 
  private:
@@ -65,6 +69,9 @@ class Runtime {
   void add(Tracked t);
   Settings settings_;
   std::vector<Tracked> tracked_;
+  // Deleting old checkpoints (HYDRO_KEEP_LAST) runs here after save() returns, so training goes on
+  // meanwhile; the next save() waits for it, so it never races a commit.
+  std::thread pruner_;
 };
 
 // True while the operator callback is enabled: a pause is pending and the next operator on any
