@@ -4,6 +4,7 @@
 
 #include <ATen/record_function.h>
 #include <sys/syscall.h>
+#include <torch/cuda.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -22,12 +23,24 @@ namespace {
 
 long thread_id() { return ::syscall(SYS_gettid); }
 
+// Whether this libtorch has CUDA and sees a device; decided once, when the Runtime starts.
+std::atomic<bool> g_cuda{false};
+
+// Before a paused thread blocks, wait for the kernels it queued: then nothing is in flight on the
+// device when SIGSTOP or the cgroup freeze lands. Uses libtorch's own CUDA (its streams); with a
+// CPU-only libtorch, as Debian's, this is never called.
+void drain_device() {
+  torch::cuda::synchronize();
+}
+
 // The operator callback: registered once, disabled; enabled by the watcher thread only while a
 // pause is pending. Then the next operator on every thread blocks here until resumed.
 std::unique_ptr<at::ObserverContext> on_operator(const at::RecordFunction& fn) {
   PauseGate& gate = PauseGate::instance();
   if (gate.pause_pending()) {
-    log(std::string("paused at operator ") + fn.name() + " (thread " + std::to_string(thread_id()) + ")");
+    if (g_cuda) drain_device();
+    log(std::string("paused at operator ") + fn.name() + " (thread " + std::to_string(thread_id()) + ")" +
+        (g_cuda ? ", CUDA device drained" : ""));
     gate.wait_while_paused();
     log(std::string("resumed at operator ") + fn.name() + " (thread " + std::to_string(thread_id()) + ")");
   }
@@ -96,6 +109,8 @@ bool valid_name(const std::string& name) {
 
 bool operator_pause_armed() { return g_armed.load(); }
 
+bool drains_cuda_on_pause() { return g_cuda.load(); }
+
 Runtime::Runtime() : Runtime([] {
   Settings s;
   Status st = Settings::from_env(&s);
@@ -113,6 +128,7 @@ Runtime::Runtime(Settings settings) : settings_(std::move(settings)) {
     if (!st.ok()) fail(st);
     signals = only_exit;
   }
+  g_cuda = settings_.pause && torch::cuda::is_available();
   {
     std::lock_guard<std::mutex> lock(g_callback_mutex);
     if (settings_.pause && !g_callback) {

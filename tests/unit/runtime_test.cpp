@@ -315,3 +315,25 @@ TEST_F(RuntimeTest, KeepLastRemovesOldCheckpointsButNeverLatest) {
 
 }  // namespace
 }  // namespace hydro
+
+namespace hydro {
+namespace {
+
+// CI has no GPU and Debian's libtorch is CPU-only: the device drain is compiled in, stays off, and
+// the pause works as before. (Where a CUDA libtorch and a device exist it turns on by itself.)
+TEST_F(RuntimeTest, DeviceDrainIsHarmlessWithoutADevice) {
+  Runtime rt(settings());
+  EXPECT_EQ(drains_cuda_on_pause(), torch::cuda::is_available());
+  std::atomic<bool> done{false};
+  std::thread trainer([&] {
+    while (!done) torch::ones({4}).sum();
+  });
+  ::kill(::getpid(), SIGUSR1);
+  ASSERT_TRUE(test::eventually([] { return PauseGate::instance().threads_waiting() == 1; }));
+  ::kill(::getpid(), SIGUSR2);
+  done = true;
+  trainer.join();
+}
+
+}  // namespace
+}  // namespace hydro

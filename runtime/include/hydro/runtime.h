@@ -13,6 +13,8 @@
 // A resume signal (SIGCONT, SIGUSR2) releases it. The operator callback is enabled only while a
 // pause is pending, so training runs at full speed otherwise.
 //
+// With CUDA, a pausing thread first waits for the device (torch::cuda::synchronize).
+//
 // SIGTERM: the current step finishes, step_end() commits a checkpoint and returns false.
 //
 // Errors throw std::runtime_error whose message names the file or setting.
@@ -77,5 +79,9 @@ class Runtime {
 // True while the operator callback is enabled: a pause is pending and the next operator on any
 // thread will block. (For tests and diagnostics.)
 bool operator_pause_armed();
+
+// True when this libtorch has CUDA and a device: a pausing thread then synchronizes the device
+// before it blocks, so no kernel is in flight when the job is frozen.
+bool drains_cuda_on_pause();
 
 }  // namespace hydro
