@@ -205,26 +205,34 @@ std::string Runtime::save(int64_t step) {
 }
 
 int64_t Runtime::resume() {
-  std::string path = settings_.resume_from;
-  if (path.empty() && !settings_.checkpoint_dir.empty()) {
+  std::string path;
+  int64_t step = 0;
+  if (!settings_.resume_from.empty()) {
+    // Chosen by hydro-launch in another process: verify it again here, just before loading.
+    path = settings_.resume_from;
+    while (path.size() > 1 && path.back() == '/') path.pop_back();
+    size_t slash = path.rfind('/');
+    CheckpointDir dir(slash == 0 ? "/" : path.substr(0, slash));
+    Manifest manifest;
+    Status st = dir.verify(path.substr(slash + 1), &manifest);
+    if (!st.ok()) fail(st);
+    step = manifest.step;
+  } else if (!settings_.checkpoint_dir.empty()) {
     CheckpointDir dir(settings_.checkpoint_dir);
-    std::optional<CheckpointInfo> found;
+    std::optional<CheckpointInfo> found;  // verified by latest_valid()
     std::vector<std::string> warnings;
     Status st = dir.latest_valid(&found, &warnings);
     for (const auto& w : warnings) log("warning: " + w);
     if (!st.ok()) fail(st);
-    if (found) path = found->path;
+    if (found) {
+      path = found->path;
+      step = found->step;
+    }
   }
   if (path.empty()) {
     log("no checkpoint to resume from: starting at step 0");
     return 0;
   }
-  while (path.size() > 1 && path.back() == '/') path.pop_back();
-  size_t slash = path.rfind('/');
-  CheckpointDir dir(slash == 0 ? "/" : path.substr(0, slash));
-  Manifest manifest;
-  Status st = dir.verify(path.substr(slash + 1), &manifest);
-  if (!st.ok()) fail(st);
   for (const auto& t : tracked_) {
     torch::serialize::InputArchive archive;
     archive.load_from(path + "/" + t.name + ".pt");
@@ -239,8 +247,8 @@ int64_t Runtime::resume() {
     std::lock_guard<std::mutex> lock(gen.mutex());
     gen.set_state(state);
   }
-  log("resumed from " + path + " at step " + std::to_string(manifest.step));
-  return manifest.step;
+  log("resumed from " + path + " at step " + std::to_string(step));
+  return step;
 }
 
 bool Runtime::step_end(int64_t step) {
