@@ -46,6 +46,8 @@ Status Settings::from_env(Settings* out, const std::function<const char*(const c
     HYDRO_RETURN_IF_ERROR(parse_int("HYDRO_KEEP_LAST", v, 0, 1000000, &k));
     s.keep_last = static_cast<int>(k);
   }
+  if (std::string v = get("HYDRO_CUDA_RELEASE"); !v.empty())
+    HYDRO_RETURN_IF_ERROR(parse_on_off(v, "HYDRO_CUDA_RELEASE", &s.cuda_release));
   HYDRO_RETURN_IF_ERROR(SignalMap::parse(get("HYDRO_SIGNALS"), "HYDRO_SIGNALS", &s.signals));
   *out = std::move(s);
   return Status::OK();

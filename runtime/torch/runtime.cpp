@@ -12,6 +12,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "cuda_memory.h"
 #include "hydro/checkpoint_dir.h"
 #include "hydro/log.h"
 #include "hydro/pause_gate.h"
@@ -25,12 +26,19 @@ long thread_id() { return ::syscall(SYS_gettid); }
 
 // Whether this libtorch has CUDA and sees a device; decided once, when the Runtime starts.
 std::atomic<bool> g_cuda{false};
+// HYDRO_CUDA_RELEASE=on with a CUDA libtorch: cached device memory is released while paused.
+std::atomic<bool> g_cuda_release{false};
 
 // Before a paused thread blocks, wait for the kernels it queued: then nothing is in flight on the
-// device when SIGSTOP or the cgroup freeze lands. Uses libtorch's own CUDA (its streams); with a
-// CPU-only libtorch, as Debian's, this is never called.
-void drain_device() {
+// device when SIGSTOP or the cgroup freeze lands. Uses libtorch's own CUDA: every stream of the
+// thread's current device. Then, if asked, unused cached blocks go back to the driver, so that a
+// suspended job holds only the memory its live tensors need. With a CPU-only libtorch, as
+// Debian's, this is never called.
+std::string drain_device() {
   torch::cuda::synchronize();
+  if (!g_cuda_release) return ", CUDA device drained";
+  release_cuda_cache();
+  return ", CUDA device drained, cached memory released";
 }
 
 // The operator callback: registered once, disabled; enabled by the watcher thread only while a
@@ -38,9 +46,8 @@ void drain_device() {
 std::unique_ptr<at::ObserverContext> on_operator(const at::RecordFunction& fn) {
   PauseGate& gate = PauseGate::instance();
   if (gate.pause_pending()) {
-    if (g_cuda) drain_device();
-    log(std::string("paused at operator ") + fn.name() + " (thread " + std::to_string(thread_id()) + ")" +
-        (g_cuda ? ", CUDA device drained" : ""));
+    std::string drained = g_cuda ? drain_device() : "";
+    log(std::string("paused at operator ") + fn.name() + " (thread " + std::to_string(thread_id()) + ")" + drained);
     gate.wait_while_paused();
     log(std::string("resumed at operator ") + fn.name() + " (thread " + std::to_string(thread_id()) + ")");
   }
@@ -98,6 +105,51 @@ Status write_archive(CheckpointWriter& writer, const std::string& name,
   return sink->finish();
 }
 
+// The random generators' states: the CPU's, and each CUDA device's when libtorch has CUDA (through
+// ATen's CUDA hooks, so no CUDA headers are needed here).
+int cuda_devices() { return torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0; }
+
+at::Generator cuda_generator(int i) {
+  return at::globalContext().defaultGenerator(c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(i)));
+}
+
+void save_rng(torch::serialize::OutputArchive& a) {
+  {
+    auto gen = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    a.write("cpu", gen.get_state());
+  }
+  const int n = cuda_devices();
+  a.write("cuda_devices", torch::tensor(static_cast<int64_t>(n)));
+  for (int i = 0; i < n; ++i) {
+    auto gen = cuda_generator(i);
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    a.write("cuda" + std::to_string(i), gen.get_state());
+  }
+}
+
+void load_rng(torch::serialize::InputArchive& a) {
+  torch::Tensor state;
+  a.read("cpu", state);
+  {
+    auto gen = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_state(state);
+  }
+  torch::Tensor count;
+  if (!a.try_read("cuda_devices", count)) return;  // written before hydro saved CUDA state
+  const int saved = static_cast<int>(count.item<int64_t>()), here = cuda_devices();
+  if (saved > here)
+    log("warning: the checkpoint has the RNG state of " + std::to_string(saved) + " CUDA devices, this process sees " +
+        std::to_string(here) + ": only the first " + std::to_string(here) + " are restored");
+  for (int i = 0; i < std::min(saved, here); ++i) {
+    a.read("cuda" + std::to_string(i), state);
+    auto gen = cuda_generator(i);
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_state(state);
+  }
+}
+
 bool valid_name(const std::string& name) {
   if (name.empty() || name == "rng") return false;
   for (char c : name)
@@ -110,6 +162,8 @@ bool valid_name(const std::string& name) {
 bool operator_pause_armed() { return g_armed.load(); }
 
 bool drains_cuda_on_pause() { return g_cuda.load(); }
+
+bool releases_cuda_cache_on_pause() { return g_cuda_release.load(); }
 
 Runtime::Runtime() : Runtime([] {
   Settings s;
@@ -129,6 +183,12 @@ Runtime::Runtime(Settings settings) : settings_(std::move(settings)) {
     signals = only_exit;
   }
   g_cuda = settings_.pause && torch::cuda::is_available();
+  g_cuda_release = g_cuda && settings_.cuda_release && cuda_cache_release_compiled();
+  if (settings_.cuda_release && !g_cuda_release)
+    log(std::string("warning: HYDRO_CUDA_RELEASE=on has no effect: ") +
+        (!cuda_cache_release_compiled() ? "hydro was built against a libtorch without CUDA"
+         : !settings_.pause          ? "pausing is off"
+                                     : "no CUDA device is visible"));
   {
     std::lock_guard<std::mutex> lock(g_callback_mutex);
     if (settings_.pause && !g_callback) {
@@ -184,11 +244,7 @@ std::string Runtime::save(int64_t step) {
     st = write_archive(*writer, t.name + ".pt", t.save);
     if (!st.ok()) fail(st);
   }
-  st = write_archive(*writer, "rng.pt", [](torch::serialize::OutputArchive& a) {
-    auto gen = at::detail::getDefaultCPUGenerator();
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    a.write("cpu", gen.get_state());
-  });
+  st = write_archive(*writer, "rng.pt", save_rng);
   if (!st.ok()) fail(st);
   CheckpointInfo info;
   st = writer->commit(&info);
@@ -241,11 +297,7 @@ int64_t Runtime::resume() {
   {
     torch::serialize::InputArchive archive;
     archive.load_from(path + "/rng.pt");
-    torch::Tensor state;
-    archive.read("cpu", state);
-    auto gen = at::detail::getDefaultCPUGenerator();
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    gen.set_state(state);
+    load_rng(archive);
   }
   log("resumed from " + path + " at step " + std::to_string(step));
   return step;

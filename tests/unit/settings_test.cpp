@@ -21,12 +21,13 @@ TEST(Settings, DefaultsWithAnEmptyEnvironment) {
   EXPECT_EQ(s.checkpoint_dir, "");
   EXPECT_EQ(s.checkpoint_every, 0);
   EXPECT_EQ(s.keep_last, 3);
+  EXPECT_FALSE(s.cuda_release);
 }
 
 TEST(Settings, ReadsEveryVariable) {
   Settings s;
   ASSERT_TRUE(parse({{"HYDRO_PAUSE", "off"}, {"HYDRO_CKPT_DIR", "/ck"}, {"HYDRO_RESUME_FROM", "/ck/step-000000000001"},
-                     {"HYDRO_CKPT_EVERY", "50"}, {"HYDRO_KEEP_LAST", "0"}},
+                     {"HYDRO_CKPT_EVERY", "50"}, {"HYDRO_KEEP_LAST", "0"}, {"HYDRO_CUDA_RELEASE", "on"}},
                     &s)
                   .ok());
   EXPECT_FALSE(s.pause);
@@ -34,6 +35,7 @@ TEST(Settings, ReadsEveryVariable) {
   EXPECT_EQ(s.resume_from, "/ck/step-000000000001");
   EXPECT_EQ(s.checkpoint_every, 50);
   EXPECT_EQ(s.keep_last, 0);
+  EXPECT_TRUE(s.cuda_release);
 }
 
 TEST(Settings, BadValuesNameTheVariable) {
@@ -44,6 +46,7 @@ TEST(Settings, BadValuesNameTheVariable) {
   EXPECT_EQ(parse({{"HYDRO_CKPT_EVERY", "-1"}}, &s).message(),
             "HYDRO_CKPT_EVERY=-1 is out of range [0, 9223372036854775807]");
   EXPECT_EQ(parse({{"HYDRO_KEEP_LAST", "5x"}}, &s).message(), "HYDRO_KEEP_LAST='5x' is not a whole number");
+  EXPECT_EQ(parse({{"HYDRO_CUDA_RELEASE", "maybe"}}, &s).message(), "HYDRO_CUDA_RELEASE: 'maybe' is not on or off");
   EXPECT_EQ(parse({{"HYDRO_SIGNALS", "pause=NOPE"}}, &s).message(), "HYDRO_SIGNALS: unknown signal 'NOPE'");
 }
 

@@ -13,7 +13,8 @@
 // A resume signal (SIGCONT, SIGUSR2) releases it. The operator callback is enabled only while a
 // pause is pending, so training runs at full speed otherwise.
 //
-// With CUDA, a pausing thread first waits for the device (torch::cuda::synchronize).
+// With CUDA, a pausing thread first waits for the device (torch::cuda::synchronize), and with
+// HYDRO_CUDA_RELEASE=on gives the allocator's cached, unused device memory back to the driver.
 //
 // SIGTERM: the current step finishes, step_end() commits a checkpoint and returns false.
 //
@@ -83,5 +84,9 @@ bool operator_pause_armed();
 // True when this libtorch has CUDA and a device: a pausing thread then synchronizes the device
 // before it blocks, so no kernel is in flight when the job is frozen.
 bool drains_cuda_on_pause();
+
+// True when, in addition, a pausing thread gives libtorch's cached device memory back to the
+// driver (HYDRO_CUDA_RELEASE=on, and hydro built against a libtorch with CUDA).
+bool releases_cuda_cache_on_pause();
 
 }  // namespace hydro

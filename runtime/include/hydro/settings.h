@@ -17,6 +17,7 @@ struct Settings {
   std::string resume_from;         // HYDRO_RESUME_FROM: a checkpoint directory (set by hydro-launch)
   int64_t checkpoint_every = 0;    // HYDRO_CKPT_EVERY: steps between periodic checkpoints; 0 = none
   int keep_last = 3;               // HYDRO_KEEP_LAST: committed checkpoints kept; 0 = all
+  bool cuda_release = false;       // HYDRO_CUDA_RELEASE=on|off: free cached device memory while paused
   SignalMap signals = SignalMap::defaults();  // HYDRO_SIGNALS
 
   // `getenv` is injectable for tests.

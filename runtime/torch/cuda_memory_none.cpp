@@ -1,0 +1,10 @@
+// Built against a CPU-only libtorch (see cuda_memory.h): there is no device memory to release.
+#include "cuda_memory.h"
+
+namespace hydro {
+
+bool cuda_cache_release_compiled() { return false; }
+
+void release_cuda_cache() {}
+
+}  // namespace hydro
