@@ -1,12 +1,14 @@
 // hydro-example-train: a deterministic libtorch training loop on seeded synthetic data.
-// The lines marked "hydro" are all a user adds to their own loop.
+// The lines marked "hydro" are all a user adds to their own loop. Under `srun -n N` (N > 1) the
+// ranks train data-parallel over a Gloo process group (the lines marked "ranks").
 #include <CLI/CLI.hpp>
 #include <torch/torch.h>
 
 #include <cinttypes>
 #include <cstdio>
 
-#include "hydro/runtime.h"  // hydro
+#include "hydro/distributed.h"  // ranks
+#include "hydro/runtime.h"      // hydro
 
 namespace {
 
@@ -19,6 +21,13 @@ uint64_t weights_digest(torch::nn::Module& model) {
     for (size_t i = 0; i < t.nbytes(); ++i) h = (h ^ b[i]) * 1099511628211ull;
   }
   return h;
+}
+
+// With several ranks each rank draws its own batches from a generator of (seed, step, rank): the
+// data then needs no per-rank state in the checkpoint, which rank 0 writes for every rank.
+at::Generator batch_generator(int64_t seed, int64_t step, int rank) {
+  return at::detail::createCPUGenerator(static_cast<uint64_t>(seed) * 1000003u + static_cast<uint64_t>(step) * 1009u +
+                                        static_cast<uint64_t>(rank));
 }
 
 }  // namespace
@@ -35,6 +44,10 @@ int main(int argc, char** argv) {
   app.add_option("--lr", lr, "Learning rate")->capture_default_str();
   app.add_option("--seed", seed, "Seed for the weights and the data")->capture_default_str();
   app.add_option("--log-every", log_every, "Print the loss every N steps")->capture_default_str()->check(CLI::PositiveNumber);
+  int64_t pg_timeout = 1800;
+  app.add_option("--pg-timeout", pg_timeout,
+                 "With several ranks: seconds a collective may wait for a peer; a pause or suspend must be shorter")
+      ->capture_default_str()->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
 
   torch::manual_seed(seed);
@@ -45,15 +58,22 @@ int main(int argc, char** argv) {
   torch::Tensor teacher = torch::randn({64, 10});
 
   try {
+    std::shared_ptr<hydro::Group> group;
+    if (hydro::DistEnv env; hydro::DistEnv::from_env(&env).ok() && env.world_size > 1) {
+      group = hydro::join_gloo_group(std::chrono::seconds(pg_timeout));  // ranks
+      hydro::broadcast_parameters(*group, *model);                      // ranks
+    }
     hydro::Runtime hydro;                         // hydro
     hydro.track("model", *model);                 // hydro
     hydro.track("optimizer", optimizer);          // hydro
     for (int64_t step = hydro.resume(); step < steps;) {  // hydro: resume
-      torch::Tensor x = torch::randn({batch, 64});  // the data draws from the checkpointed RNG
+      torch::Tensor x = group ? torch::randn({batch, 64}, batch_generator(seed, step, group->rank()))
+                              : torch::randn({batch, 64});  // one rank: the data draws from the checkpointed RNG
       torch::Tensor y = torch::matmul(x, teacher).argmax(1);
       optimizer.zero_grad();
       torch::Tensor loss = torch::nn::functional::cross_entropy(model->forward(x), y);
       loss.backward();
+      if (group) hydro::average_gradients(*group, *model);  // ranks
       optimizer.step();
       ++step;
       if (step % log_every == 0) std::printf("step %" PRId64 " loss %.6f\n", step, loss.item<double>()), std::fflush(stdout);

@@ -49,6 +49,10 @@ Status Settings::from_env(Settings* out, const std::function<const char*(const c
   if (std::string v = get("HYDRO_CUDA_RELEASE"); !v.empty())
     HYDRO_RETURN_IF_ERROR(parse_on_off(v, "HYDRO_CUDA_RELEASE", &s.cuda_release));
   HYDRO_RETURN_IF_ERROR(SignalMap::parse(get("HYDRO_SIGNALS"), "HYDRO_SIGNALS", &s.signals));
+  DistEnv dist;
+  HYDRO_RETURN_IF_ERROR(DistEnv::from_env(&dist, getenv));
+  s.rank = dist.rank;
+  s.world_size = dist.world_size;
   *out = std::move(s);
   return Status::OK();
 }

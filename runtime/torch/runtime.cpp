@@ -230,9 +230,12 @@ void Runtime::track(const std::string& name, torch::optim::Optimizer& optimizer)
   add({name, [&optimizer](auto& a) { optimizer.save(a); }, [&optimizer](auto& a) { optimizer.load(a); }});
 }
 
+bool Runtime::writes_checkpoints() const { return !settings_.checkpoint_dir.empty() && settings_.rank == 0; }
+
 std::string Runtime::save(int64_t step) {
   if (settings_.checkpoint_dir.empty())
     fail(Status::invalid_argument("cannot checkpoint: HYDRO_CKPT_DIR is not set"));
+  if (settings_.rank != 0) return "";  // replicated state: rank 0 writes it for every rank
   wait_idle();
   CheckpointDir dir(settings_.checkpoint_dir);
   Status st = dir.open();
@@ -313,6 +316,10 @@ bool Runtime::step_end(int64_t step) {
   if (gate.exit_requested()) {
     if (settings_.checkpoint_dir.empty()) {
       log("exit requested at step " + std::to_string(step) + ", but HYDRO_CKPT_DIR is not set: no checkpoint");
+      return false;
+    }
+    if (!writes_checkpoints()) {
+      log("exit requested at step " + std::to_string(step) + "; rank 0 writes the checkpoint");
       return false;
     }
     std::string path = save(step);

@@ -9,7 +9,7 @@ train=$build/examples/hydro-example-train
 
 fail() {
   echo "FAIL: $*" >&2
-  for f in ${HYDRO_TEST_LOGS:-}; do [ -f "$f" ] && { echo "----- $f" >&2; grep -v '^step' "$f" | tail -40 >&2; }; done
+  for f in ${HYDRO_TEST_LOGS:-}; do [ -f "$f" ] && { echo "----- $f" >&2; grep -vE '^([0-9]+: )?step' "$f" | tail -40 >&2; }; done
   exit 1
 }
 note() { echo "== $*"; }

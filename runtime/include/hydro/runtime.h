@@ -18,6 +18,10 @@
 //
 // SIGTERM: the current step finishes, step_end() commits a checkpoint and returns false.
 //
+// Several ranks (WORLD_SIZE or SLURM_NTASKS above 1): only rank 0 writes checkpoints, and every
+// rank resumes from them. So the tracked state must be the same on every rank, as in data-parallel
+// training (hydro/distributed.h); give each rank's data its own generator, not the global one.
+//
 // Errors throw std::runtime_error whose message names the file or setting.
 #pragma once
 
@@ -55,8 +59,11 @@ class Runtime {
   // checkpoint because SIGTERM (checkpoint_exit) arrived: the caller exits with kExitRequeue.
   bool step_end(int64_t step);
 
-  // Commits a checkpoint of the tracked state now. Returns its directory.
+  // Commits a checkpoint of the tracked state now. Returns its directory ("" on ranks other
+  // than 0, which write nothing).
   std::string save(int64_t step);
+  // True on the rank that writes checkpoints, when HYDRO_CKPT_DIR is set.
+  bool writes_checkpoints() const;
 
   // Waits for background work that save() left running (removing old checkpoints).
   void wait_idle();

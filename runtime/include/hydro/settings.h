@@ -6,6 +6,7 @@
 #include <functional>
 #include <string>
 
+#include "hydro/dist_env.h"
 #include "hydro/signal_map.h"
 #include "hydro/status.h"
 
@@ -19,6 +20,8 @@ struct Settings {
   int keep_last = 3;               // HYDRO_KEEP_LAST: committed checkpoints kept; 0 = all
   bool cuda_release = false;       // HYDRO_CUDA_RELEASE=on|off: free cached device memory while paused
   SignalMap signals = SignalMap::defaults();  // HYDRO_SIGNALS
+  int rank = 0;                    // RANK or SLURM_PROCID (hydro/dist_env.h)
+  int world_size = 1;              // WORLD_SIZE or SLURM_NTASKS
 
   // `getenv` is injectable for tests.
   static Status from_env(Settings* out, const std::function<const char*(const char*)>& getenv);

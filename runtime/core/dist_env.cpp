@@ -1,0 +1,62 @@
+#include "hydro/dist_env.h"
+
+#include <cerrno>
+#include <cstdlib>
+
+namespace hydro {
+namespace {
+
+Status read_int(const char* var, const char* value, long min, long max, int* out) {
+  char* end = nullptr;
+  errno = 0;
+  long v = std::strtol(value, &end, 10);
+  if (*value == '\0' || *end != '\0' || errno == ERANGE)
+    return Status::invalid_argument(std::string(var) + "='" + value + "' is not a whole number");
+  if (v < min || v > max)
+    return Status::invalid_argument(std::string(var) + "=" + value + " is out of range [" + std::to_string(min) +
+                                    ", " + std::to_string(max) + "]");
+  *out = static_cast<int>(v);
+  return Status::OK();
+}
+
+}  // namespace
+
+Status DistEnv::from_env(DistEnv* out, const std::function<const char*(const char*)>& getenv) {
+  DistEnv d;
+  const bool torchrun = getenv("RANK") || getenv("WORLD_SIZE");
+  const char* rank_var = torchrun ? "RANK" : "SLURM_PROCID";
+  const char* world_var = torchrun ? "WORLD_SIZE" : "SLURM_NTASKS";
+  const char* local_var = torchrun ? "LOCAL_RANK" : "SLURM_LOCALID";
+  if (const char* v = getenv(world_var)) HYDRO_RETURN_IF_ERROR(read_int(world_var, v, 1, 1 << 20, &d.world_size));
+  if (const char* v = getenv(rank_var)) HYDRO_RETURN_IF_ERROR(read_int(rank_var, v, 0, 1 << 20, &d.rank));
+  if (d.rank >= d.world_size)
+    return Status::invalid_argument(std::string(rank_var) + "=" + std::to_string(d.rank) + " is not below " +
+                                    world_var + "=" + std::to_string(d.world_size));
+  if (const char* v = getenv(local_var)) HYDRO_RETURN_IF_ERROR(read_int(local_var, v, 0, 1 << 20, &d.local_rank));
+  if (const char* v = getenv("MASTER_ADDR"); v && *v) {
+    d.master_addr = v;
+  } else if (d.world_size > 1) {
+    const char* nodes = getenv("SLURM_STEP_NUM_NODES");
+    if (!nodes)
+      return Status::invalid_argument("MASTER_ADDR is not set: with " + std::to_string(d.world_size) +
+                                      " ranks outside a one-node Slurm step, name the host of rank 0");
+    if (std::string(nodes) != "1")
+      return Status::invalid_argument("MASTER_ADDR is not set: ranks on several nodes need the rendezvous host "
+                                      "(for example the first of `scontrol show hostnames $SLURM_JOB_NODELIST`)");
+  }
+  if (const char* v = getenv("MASTER_PORT"); v && *v) {
+    HYDRO_RETURN_IF_ERROR(read_int("MASTER_PORT", v, 1, 65535, &d.master_port));
+  } else if (const char* job = getenv("SLURM_JOB_ID")) {
+    int id = 0;
+    HYDRO_RETURN_IF_ERROR(read_int("SLURM_JOB_ID", job, 0, INT32_MAX, &id));
+    d.master_port = 20000 + id % 20000;
+  }
+  *out = std::move(d);
+  return Status::OK();
+}
+
+Status DistEnv::from_env(DistEnv* out) {
+  return from_env(out, [](const char* v) { return std::getenv(v); });
+}
+
+}  // namespace hydro

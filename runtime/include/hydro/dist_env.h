@@ -1,0 +1,26 @@
+// Who this process is among the job's ranks, read from the environment: torchrun's
+// RANK/WORLD_SIZE/LOCAL_RANK when set, else Slurm's SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID.
+// The rendezvous address is MASTER_ADDR:MASTER_PORT; under a one-node Slurm step MASTER_ADDR
+// defaults to 127.0.0.1 and MASTER_PORT to 20000 + SLURM_JOB_ID % 20000. Errors name the variable.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "hydro/status.h"
+
+namespace hydro {
+
+struct DistEnv {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+
+  static Status from_env(DistEnv* out, const std::function<const char*(const char*)>& getenv);
+  static Status from_env(DistEnv* out);
+};
+
+}  // namespace hydro

@@ -1,0 +1,46 @@
+// The job's ranks joined in a c10d Gloo process group (in Debian's CPU libtorch), rendezvous
+// through a TCPStore at MASTER_ADDR:MASTER_PORT served by rank 0 (see hydro/dist_env.h for where
+// rank and world size come from: torchrun's variables or Slurm's).
+//
+//   auto group = hydro::join_gloo_group(std::chrono::minutes(30));
+//   hydro::broadcast_parameters(*group, *model);      // every rank starts from rank 0's weights
+//   ... loss.backward(); hydro::average_gradients(*group, *model); optimizer.step(); ...
+//
+// Pausing many ranks: a suspend (SIGTSTP to every task) pauses each rank at its next operator. A
+// rank that is inside a collective waiting for a paused peer cannot stop at an operator; it waits
+// there, and that wait counts against `timeout`. So the documented limit: a pause or a
+// `scontrol suspend` must be shorter than the process group's timeout, or the waiting rank fails
+// with Gloo's timeout error on resume. Choose the timeout above the longest suspend you expect.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <memory>
+
+#include "hydro/dist_env.h"
+
+namespace hydro {
+
+struct Group {
+  DistEnv env;
+  c10::intrusive_ptr<c10d::Store> store;
+  c10::intrusive_ptr<c10d::ProcessGroup> pg;
+  int rank() const { return env.rank; }
+  int size() const { return env.world_size; }
+};
+
+// Joins every rank of the job (DistEnv::from_env). `timeout` bounds the rendezvous and every
+// collective. Throws std::runtime_error naming the variable or the address on failure.
+std::shared_ptr<Group> join_gloo_group(std::chrono::milliseconds timeout);
+
+// Replaces every rank's parameters and buffers with rank 0's.
+void broadcast_parameters(Group& group, torch::nn::Module& module);
+
+// Averages the gradients of `module` over the ranks (what DDP does after backward), in one
+// allreduce of a flat buffer. Every rank ends with the same, bit-for-bit, gradients.
+void average_gradients(Group& group, torch::nn::Module& module);
+
+}  // namespace hydro

@@ -1,0 +1,65 @@
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "hydro/dist_env.h"
+
+namespace hydro {
+namespace {
+
+Status parse(std::map<std::string, std::string> env, DistEnv* out) {
+  return DistEnv::from_env(out, [&env](const char* k) -> const char* {
+    auto it = env.find(k);
+    return it == env.end() ? nullptr : it->second.c_str();
+  });
+}
+
+TEST(DistEnv, OneRankWithAnEmptyEnvironment) {
+  DistEnv d;
+  ASSERT_TRUE(parse({}, &d).ok());
+  EXPECT_EQ(d.rank, 0);
+  EXPECT_EQ(d.world_size, 1);
+  EXPECT_EQ(d.master_addr, "127.0.0.1");
+  EXPECT_EQ(d.master_port, 29500);
+}
+
+TEST(DistEnv, SlurmStepOnOneNode) {
+  DistEnv d;
+  ASSERT_TRUE(parse({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "1"},
+                     {"SLURM_STEP_NUM_NODES", "1"}, {"SLURM_JOB_ID", "20007"}},
+                    &d)
+                  .ok());
+  EXPECT_EQ(d.rank, 1);
+  EXPECT_EQ(d.world_size, 2);
+  EXPECT_EQ(d.local_rank, 1);
+  EXPECT_EQ(d.master_addr, "127.0.0.1");
+  EXPECT_EQ(d.master_port, 20007);
+}
+
+TEST(DistEnv, TorchrunVariablesWinOverSlurms) {
+  DistEnv d;
+  ASSERT_TRUE(parse({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "0"}, {"MASTER_ADDR", "node7"},
+                     {"MASTER_PORT", "1234"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}},
+                    &d)
+                  .ok());
+  EXPECT_EQ(d.rank, 3);
+  EXPECT_EQ(d.world_size, 4);
+  EXPECT_EQ(d.master_addr, "node7");
+  EXPECT_EQ(d.master_port, 1234);
+}
+
+TEST(DistEnv, BadValuesNameTheVariable) {
+  DistEnv d;
+  EXPECT_EQ(parse({{"SLURM_NTASKS", "two"}}, &d).message(), "SLURM_NTASKS='two' is not a whole number");
+  EXPECT_EQ(parse({{"SLURM_NTASKS", "0"}}, &d).message(), "SLURM_NTASKS=0 is out of range [1, 1048576]");
+  EXPECT_EQ(parse({{"RANK", "2"}, {"WORLD_SIZE", "2"}}, &d).message(), "RANK=2 is not below WORLD_SIZE=2");
+  EXPECT_EQ(parse({{"MASTER_PORT", "70000"}}, &d).message(), "MASTER_PORT=70000 is out of range [1, 65535]");
+  EXPECT_EQ(parse({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_NUM_NODES", "2"}}, &d).message(),
+            "MASTER_ADDR is not set: ranks on several nodes need the rendezvous host (for example the first of "
+            "`scontrol show hostnames $SLURM_JOB_NODELIST`)");
+  EXPECT_EQ(parse({{"RANK", "0"}, {"WORLD_SIZE", "2"}}, &d).message(),
+            "MASTER_ADDR is not set: with 2 ranks outside a one-node Slurm step, name the host of rank 0");
+}
+
+}  // namespace
+}  // namespace hydro
