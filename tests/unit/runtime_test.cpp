@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <random>
 #include <thread>
 
 #include "fault_fs.h"
@@ -333,6 +334,83 @@ TEST_F(RuntimeTest, DeviceDrainIsHarmlessWithoutADevice) {
   ::kill(::getpid(), SIGUSR2);
   done = true;
   trainer.join();
+}
+
+}  // namespace
+}  // namespace hydro
+
+namespace hydro {
+namespace {
+
+// HYDRO_CUDA_RELEASE=on with Debian's CPU-only libtorch: accepted, off, and the pause still works.
+TEST_F(RuntimeTest, CudaReleaseIsOffWithoutCuda) {
+  Settings s = settings();
+  s.cuda_release = true;
+  Runtime rt(s);
+  EXPECT_EQ(releases_cuda_cache_on_pause(), false);
+}
+
+// Checkpoints from a run with several ranks are written by rank 0 only; other ranks write nothing
+// and SIGTERM still ends their loop.
+TEST_F(RuntimeTest, OnlyRankZeroWritesCheckpoints) {
+  test::TempDir dir;
+  Settings s = settings(dir.path + "/ck");
+  s.rank = 1;
+  s.world_size = 2;
+  Runtime rt(s);
+  auto model = make_model();
+  rt.track("model", *model);
+  EXPECT_FALSE(rt.writes_checkpoints());
+  EXPECT_EQ(rt.save(5), "");
+  ::kill(::getpid(), SIGTERM);
+  ASSERT_TRUE(test::eventually([] { return PauseGate::instance().exit_requested(); }));
+  EXPECT_FALSE(rt.step_end(6));
+  EXPECT_TRUE(CheckpointDir(dir.path + "/ck").list().empty());
+}
+
+// 10,000 pause/resume cycles at random moments against a real training thread (forward, backward
+// and SGD steps). "Not lost" means: once a signal's handler has run, the gate is in the state its
+// action asks (pause pending after a pause signal, none after a resume signal); a thread blocked
+// at an operator is released by the next resume; and training goes on after the last cycle.
+TEST_F(RuntimeTest, TenThousandRandomCyclesOnATrainingThreadNeverDeadlockOrLoseARequest) {
+  Runtime rt(settings());
+  auto model = make_model();
+  torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
+  std::atomic<bool> stop{false};
+  std::atomic<long> steps{0};
+  std::thread trainer([&] {
+    while (!stop) {
+      train_step(model, opt);
+      steps++;
+    }
+  });
+  auto spin_until = [](auto cond) {
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!cond())
+      if (std::chrono::steady_clock::now() > end) return false;
+    return true;
+  };
+  PauseGate& gate = PauseGate::instance();
+  std::mt19937 rng(12345);
+  int held = 0;
+  for (int i = 0; i < 10000; ++i) {
+    if (rng() % 3 == 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 300));
+    ::kill(::getpid(), rng() % 2 ? SIGUSR1 : SIGTSTP);
+    ASSERT_TRUE(gate.pause_pending()) << "cycle " << i << ": pause lost";
+    if (rng() % 2 == 0) {  // half the cycles: wait until the trainer is blocked at an operator
+      ASSERT_TRUE(spin_until([&] { return gate.threads_waiting() == 1; })) << "cycle " << i << ": never blocked";
+      ++held;
+    }
+    ::kill(::getpid(), rng() % 2 ? SIGUSR2 : SIGCONT);
+    ASSERT_FALSE(gate.pause_pending()) << "cycle " << i << ": resume lost";
+    ASSERT_TRUE(spin_until([&] { return gate.threads_waiting() == 0; })) << "cycle " << i << ": never released";
+  }
+  long before = steps;
+  ASSERT_TRUE(test::eventually([&] { return steps > before + 20; })) << "training is stuck after the cycles";
+  ASSERT_TRUE(test::eventually([] { return !operator_pause_armed(); })) << "the operator callback stayed enabled";
+  stop = true;
+  trainer.join();
+  EXPECT_GT(held, 4000);
 }
 
 }  // namespace
