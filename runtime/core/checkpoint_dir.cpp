@@ -263,11 +263,18 @@ Status CheckpointDir::prune(int keep_last) {
   if (keep_last <= 0) return Status::OK();
   std::string latest;
   (void)fs_.read_link(root_ + "/" + kLatest, &latest);
-  auto all = list();
-  int excess = static_cast<int>(all.size()) - keep_last;
+  std::vector<CheckpointInfo> candidates;  // oldest first; force_save ones are never candidates
+  for (auto& c : list()) {
+    std::string text;
+    Manifest m;
+    const std::string mpath = c.path + "/" + Manifest::kFileName;
+    bool kept = fs_.read_file(mpath, &text).ok() && Manifest::parse(text, mpath, &m).ok() && m.keep;
+    if (!kept) candidates.push_back(std::move(c));
+  }
+  int excess = static_cast<int>(candidates.size()) - keep_last;
   for (int i = 0; i < excess; ++i) {
-    if (all[i].name == latest) continue;
-    HYDRO_RETURN_IF_ERROR(fs_.remove_tree(all[i].path));
+    if (candidates[i].name == latest) continue;
+    HYDRO_RETURN_IF_ERROR(fs_.remove_tree(candidates[i].path));
   }
   return Status::OK();
 }

@@ -29,6 +29,7 @@ std::string Manifest::to_json() const {
   j["step"] = step;
   j["epoch"] = epoch;
   j["world_size"] = world_size;
+  if (keep) j["keep"] = true;
   j["files"] = nlohmann::json::array();
   for (const auto& f : files)
     j["files"].push_back({{"name", f.name}, {"size", f.size}, {"xxh64", hex64(f.xxh64)}});
@@ -46,6 +47,7 @@ Status Manifest::parse(const std::string& text, const std::string& where, Manife
     m.step = j.at("step").get<int64_t>();
     m.epoch = j.at("epoch").get<int64_t>();
     m.world_size = j.at("world_size").get<int>();
+    m.keep = j.value("keep", false);
     for (const auto& f : j.at("files")) {
       ManifestFile mf;
       mf.name = f.at("name").get<std::string>();

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "fault_fs.h"
+#include "hydro/atomic_file.h"
 #include "hydro/checkpoint_dir.h"
 
 namespace hydro {
@@ -272,6 +273,72 @@ TEST(CheckpointDir, AbandonedWriterLeavesNothingBehind) {
   ASSERT_TRUE(w->write_file("a.pt", "a").ok());
   w.reset();  // abandoned: the staging directory goes, `latest` never existed
   EXPECT_EQ(entries(t.path), std::vector<std::string>{});
+}
+
+}  // namespace
+}  // namespace hydro
+
+namespace hydro {
+namespace {
+
+TEST(CheckpointDir, ForceSaveCheckpointsAreKeptAndDoNotCountTowardKeepLast) {
+  test::TempDir t;
+  CheckpointDir dir(t.path, posix_fs(), /*keep_last=*/2);
+  ASSERT_TRUE(dir.open().ok());
+  for (int step = 1; step <= 6; ++step) {
+    std::unique_ptr<CheckpointWriter> w;
+    ASSERT_TRUE(dir.begin(step, &w).ok());
+    ASSERT_TRUE(w->write_file("model.pt", "w" + std::to_string(step)).ok());
+    w->set_keep(step == 2 || step == 3);
+    ASSERT_TRUE(w->commit().ok());
+  }
+  std::vector<std::string> names;
+  for (const auto& c : dir.list()) names.push_back(c.name);
+  EXPECT_EQ(names, (std::vector<std::string>{CheckpointDir::name_for(2), CheckpointDir::name_for(3),
+                                             CheckpointDir::name_for(5), CheckpointDir::name_for(6)}));
+  Manifest m;
+  ASSERT_TRUE(dir.verify(CheckpointDir::name_for(2), &m).ok());
+  EXPECT_TRUE(m.keep);
+  ASSERT_TRUE(dir.verify(CheckpointDir::name_for(6), &m).ok());
+  EXPECT_FALSE(m.keep);
+}
+
+TEST(AtomicFile, ReplacesTheFileWholeAndLeavesNoTemporary) {
+  test::TempDir t;
+  const std::string path = t.path + "/state.bin";
+  auto write = [&](const std::string& bytes) {
+    return write_file_atomic(path, [&](WritableFile& f) { return f.append(bytes.data(), bytes.size()); });
+  };
+  ASSERT_TRUE(write("first").ok());
+  ASSERT_TRUE(write("second").ok());
+  std::string now;
+  ASSERT_TRUE(posix_fs().read_file(path, &now).ok());
+  EXPECT_EQ(now, "second");
+  EXPECT_EQ(entries(t.path), std::vector<std::string>{"state.bin"});
+}
+
+TEST(AtomicFile, AFailedWriteLeavesTheOldFileAndNoTemporary) {
+  test::TempDir t;
+  const std::string path = t.path + "/state.bin";
+  ASSERT_TRUE(write_file_atomic(path, [](WritableFile& f) { return f.append("old", 3); }).ok());
+  test::FaultFs faults;
+  faults.fail_write_at = 0;
+  Status s = write_file_atomic(path, [](WritableFile& f) { return f.append("new", 3); }, faults);
+  EXPECT_EQ(s.code(), Code::io);
+  std::string now;
+  ASSERT_TRUE(posix_fs().read_file(path, &now).ok());
+  EXPECT_EQ(now, "old");
+  EXPECT_EQ(entries(t.path), std::vector<std::string>{"state.bin"});
+}
+
+TEST(AtomicFile, BadPathsAreRefusedNamingThePath) {
+  EXPECT_EQ(write_file_atomic("state.bin", [](WritableFile&) { return Status::OK(); }).message(),
+            "atomic save: 'state.bin' is not an absolute file path");
+  EXPECT_EQ(write_file_atomic("/tmp/", [](WritableFile&) { return Status::OK(); }).message(),
+            "atomic save: '/tmp/' is not an absolute file path");
+  std::string missing = write_file_atomic("/nonexistent-dir/x", [](WritableFile&) { return Status::OK(); }).message();
+  EXPECT_EQ(missing.rfind("create /nonexistent-dir/.x.tmp-" + std::to_string(::getpid()) + ".", 0), 0u) << missing;
+  EXPECT_NE(missing.find(": No such file or directory"), std::string::npos) << missing;
 }
 
 }  // namespace

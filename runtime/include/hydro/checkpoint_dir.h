@@ -63,6 +63,8 @@ class CheckpointWriter {
     return write_file(name, bytes.data(), bytes.size());
   }
   void set_epoch(int64_t epoch) { manifest_.epoch = epoch; }
+  // force_save: keep this checkpoint always; keep_last neither counts nor removes it.
+  void set_keep(bool keep) { manifest_.keep = keep; }
   // Makes the checkpoint durable and points `latest` at it. On Code::durability_uncertain the
   // checkpoint is visible but a later fsync failed: it may not survive a power loss.
   Status commit(CheckpointInfo* out = nullptr);
@@ -95,7 +97,8 @@ class CheckpointDir {
   Status latest_valid(std::optional<CheckpointInfo>* out, std::vector<std::string>* warnings) const;
   // Committed checkpoints, oldest first (not verified).
   std::vector<CheckpointInfo> list() const;
-  // Deletes all but the newest `keep_last` checkpoints; never `latest`'s target.
+  // Deletes all but the newest `keep_last` checkpoints. Never deletes `latest`'s target or a
+  // force_save checkpoint (manifest "keep"), and those do not count toward keep_last.
   Status prune(int keep_last);
 
   static std::string name_for(int64_t step);

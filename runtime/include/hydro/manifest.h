@@ -22,6 +22,7 @@ struct Manifest {
   int64_t step = 0;
   int64_t epoch = 0;
   int world_size = 1;
+  bool keep = false;  // force_save: never removed by keep_last
   std::string hydro_version;
   std::vector<ManifestFile> files;
 
