@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "cuda_memory.h"
+#include "hydro/atomic_file.h"
 #include "hydro/checkpoint_dir.h"
 #include "hydro/log.h"
 #include "hydro/pause_gate.h"
@@ -84,24 +85,30 @@ void on_signal(int signo, Action action) {
   }
 }
 
-// Streams an archive straight into a checkpoint file: no in-memory copy of the whole state.
-Status write_archive(CheckpointWriter& writer, const std::string& name,
-                     const std::function<void(torch::serialize::OutputArchive&)>& save) {
-  std::unique_ptr<FileSink> sink;
-  HYDRO_RETURN_IF_ERROR(writer.open_file(name, &sink));
-  torch::serialize::OutputArchive archive;
-  save(archive);
+// Streams an archive into `append` as it is serialized: no in-memory copy of the whole state.
+Status stream_archive(torch::serialize::OutputArchive& archive, const std::string& name,
+                      const std::function<Status(const void*, size_t)>& append) {
   Status err;
   try {
     archive.save_to([&](const void* data, size_t n) -> size_t {
-      if (err.ok()) err = sink->append(data, n);
+      if (err.ok()) err = append(data, n);
       return err.ok() ? n : 0;
     });
   } catch (const c10::Error& e) {
     if (!err.ok()) return err;  // our write failed first: report that, it names the file
     return Status::io("serializing " + name + ": " + e.what_without_backtrace());
   }
-  HYDRO_RETURN_IF_ERROR(err);
+  return err;
+}
+
+// One file of a checkpoint, streamed straight from the archive.
+Status write_archive(CheckpointWriter& writer, const std::string& name,
+                     const std::function<void(torch::serialize::OutputArchive&)>& save) {
+  std::unique_ptr<FileSink> sink;
+  HYDRO_RETURN_IF_ERROR(writer.open_file(name, &sink));
+  torch::serialize::OutputArchive archive;
+  save(archive);
+  HYDRO_RETURN_IF_ERROR(stream_archive(archive, name, [&](const void* d, size_t n) { return sink->append(d, n); }));
   return sink->finish();
 }
 
@@ -230,9 +237,31 @@ void Runtime::track(const std::string& name, torch::optim::Optimizer& optimizer)
   add({name, [&optimizer](auto& a) { optimizer.save(a); }, [&optimizer](auto& a) { optimizer.load(a); }});
 }
 
+void Runtime::track(const std::string& name, torch::Tensor& tensor) {
+  add({name, [&tensor](auto& a) { a.write("tensor", tensor); }, [&tensor](auto& a) { a.read("tensor", tensor); }});
+}
+
+void Runtime::track(const std::string& name, std::string& value) {
+  add({name, [&value](auto& a) { a.write("string", c10::IValue(value)); },
+       [&value, name](auto& a) {
+         c10::IValue v;
+         a.read("string", v);
+         if (!v.isString()) fail(Status::corruption("checkpoint file " + name + ".pt holds no string"));
+         value = v.toStringRef();
+       }});
+}
+
+void atomic_save_archive(torch::serialize::OutputArchive& archive, const std::string& path) {
+  Status st = write_file_atomic(path, [&](WritableFile& f) {
+    return stream_archive(archive, path, [&](const void* d, size_t n) { return f.append(d, n); });
+  });
+  if (st.code() == Code::durability_uncertain) log("warning: " + st.message());
+  else if (!st.ok()) fail(st);
+}
+
 bool Runtime::writes_checkpoints() const { return !settings_.checkpoint_dir.empty() && settings_.rank == 0; }
 
-std::string Runtime::save(int64_t step) {
+std::string Runtime::save(int64_t step, bool keep_always) {
   if (settings_.checkpoint_dir.empty())
     fail(Status::invalid_argument("cannot checkpoint: HYDRO_CKPT_DIR is not set"));
   if (settings_.rank != 0) return "";  // replicated state: rank 0 writes it for every rank
@@ -243,6 +272,7 @@ std::string Runtime::save(int64_t step) {
   std::unique_ptr<CheckpointWriter> writer;
   st = dir.begin(step, &writer);
   if (!st.ok()) fail(st);
+  writer->set_keep(keep_always);
   for (const auto& t : tracked_) {
     st = write_archive(*writer, t.name + ".pt", t.save);
     if (!st.ok()) fail(st);

@@ -415,3 +415,68 @@ TEST_F(RuntimeTest, TenThousandRandomCyclesOnATrainingThreadNeverDeadlockOrLoseA
 
 }  // namespace
 }  // namespace hydro
+
+namespace hydro {
+namespace {
+
+TEST_F(RuntimeTest, ExtrasTensorsAndStringsAreSavedAndRestored) {
+  test::TempDir dir;
+  torch::Tensor ema = torch::arange(6, torch::kFloat).reshape({2, 3});
+  std::string phase = "warmup";
+  {
+    Runtime rt(settings(dir.path + "/ck"));
+    rt.track("ema", ema);
+    rt.track("phase", phase);
+    rt.save(4);
+  }
+  torch::Tensor saved = ema.clone();
+  ema = torch::zeros({5});
+  phase = "changed";
+  Runtime rt(settings(dir.path + "/ck"));
+  rt.track("ema", ema);
+  rt.track("phase", phase);
+  EXPECT_EQ(rt.resume(), 4);
+  EXPECT_TRUE(same_bits(ema, saved));
+  EXPECT_EQ(phase, "warmup");
+}
+
+TEST_F(RuntimeTest, ForceSaveIsKeptPastKeepLast) {
+  test::TempDir dir;
+  Settings s = settings(dir.path + "/ck");
+  s.keep_last = 1;
+  Runtime rt(s);
+  auto model = make_model();
+  rt.track("model", *model);
+  rt.save(1);
+  rt.save(2, /*keep_always=*/true);
+  for (int step = 3; step <= 5; ++step) rt.save(step);
+  rt.wait_idle();
+  std::vector<int64_t> steps;
+  for (const auto& c : CheckpointDir(dir.path + "/ck").list()) steps.push_back(c.step);
+  EXPECT_EQ(steps, (std::vector<int64_t>{2, 5}));
+}
+
+TEST_F(RuntimeTest, AtomicSaveWritesWhatTorchLoadReadsAndLeavesNoTemporary) {
+  test::TempDir dir;
+  auto a = make_model();
+  auto b = make_model();
+  const std::string path = dir.path + "/model.pt";
+  atomic_save(a, path);
+  atomic_save(a, path);  // replaces it
+  torch::load(b, path);
+  for (size_t i = 0; i < a->parameters().size(); ++i)
+    EXPECT_TRUE(same_bits(a->parameters()[i], b->parameters()[i]));
+  std::vector<std::string> names;
+  ASSERT_TRUE(posix_fs().list_dir(dir.path, &names).ok());
+  EXPECT_EQ(names, std::vector<std::string>{"model.pt"});
+  try {
+    atomic_save(a, dir.path + "/missing/model.pt");
+    ADD_FAILURE() << "no error for a missing directory";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("create " + dir.path + "/missing/.model.pt.tmp-"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace hydro

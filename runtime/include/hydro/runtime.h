@@ -49,6 +49,9 @@ class Runtime {
   // State saved in every checkpoint and restored by resume(). Names are file names: [A-Za-z0-9_-].
   void track(const std::string& name, torch::nn::Module& module);
   void track(const std::string& name, torch::optim::Optimizer& optimizer);
+  // User extras: a named tensor (resume() replaces it with the saved one) and a string.
+  void track(const std::string& name, torch::Tensor& tensor);
+  void track(const std::string& name, std::string& value);
 
   // Restores the tracked state and the CPU RNG from HYDRO_RESUME_FROM, else from the newest
   // valid checkpoint in HYDRO_CKPT_DIR. Returns the step to continue from (0 on a fresh start).
@@ -60,8 +63,8 @@ class Runtime {
   bool step_end(int64_t step);
 
   // Commits a checkpoint of the tracked state now. Returns its directory ("" on ranks other
-  // than 0, which write nothing).
-  std::string save(int64_t step);
+  // than 0, which write nothing). `keep_always` (force_save): HYDRO_KEEP_LAST never removes it.
+  std::string save(int64_t step, bool keep_always = false);
   // True on the rank that writes checkpoints, when HYDRO_CKPT_DIR is set.
   bool writes_checkpoints() const;
 
@@ -83,6 +86,18 @@ class Runtime {
   // meanwhile; the next save() waits for it, so it never races a commit.
   std::thread pruner_;
 };
+
+// atomic_torch_save: torch::save(value, path) made atomic and durable. The archive is streamed to
+// a temporary file beside `path`, fsynced, renamed over `path`, and the directory fsynced, so
+// `path` always holds the old file or the whole new one. torch::load reads it. Throws
+// std::runtime_error naming the path on failure (the old file is then untouched).
+void atomic_save_archive(torch::serialize::OutputArchive& archive, const std::string& path);
+template <typename Value>
+void atomic_save(const Value& value, const std::string& path) {
+  torch::serialize::OutputArchive archive(std::make_shared<torch::jit::CompilationUnit>());
+  archive << value;
+  atomic_save_archive(archive, path);
+}
 
 // True while the operator callback is enabled: a pause is pending and the next operator on any
 // thread will block. (For tests and diagnostics.)
