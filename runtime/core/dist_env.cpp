@@ -25,7 +25,8 @@ Status DistEnv::from_env(DistEnv* out, const std::function<const char*(const cha
   DistEnv d;
   const bool torchrun = getenv("RANK") || getenv("WORLD_SIZE");
   const char* rank_var = torchrun ? "RANK" : "SLURM_PROCID";
-  const char* world_var = torchrun ? "WORLD_SIZE" : "SLURM_NTASKS";
+  // Not SLURM_NTASKS: the batch script of `sbatch -n 2` has SLURM_NTASKS=2 but is one process.
+  const char* world_var = torchrun ? "WORLD_SIZE" : "SLURM_STEP_NUM_TASKS";
   const char* local_var = torchrun ? "LOCAL_RANK" : "SLURM_LOCALID";
   if (const char* v = getenv(world_var)) HYDRO_RETURN_IF_ERROR(read_int(world_var, v, 1, 1 << 20, &d.world_size));
   if (const char* v = getenv(rank_var)) HYDRO_RETURN_IF_ERROR(read_int(rank_var, v, 0, 1 << 20, &d.rank));

@@ -25,7 +25,7 @@ TEST(DistEnv, OneRankWithAnEmptyEnvironment) {
 
 TEST(DistEnv, SlurmStepOnOneNode) {
   DistEnv d;
-  ASSERT_TRUE(parse({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "1"},
+  ASSERT_TRUE(parse({{"SLURM_PROCID", "1"}, {"SLURM_STEP_NUM_TASKS", "2"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "1"},
                      {"SLURM_STEP_NUM_NODES", "1"}, {"SLURM_JOB_ID", "20007"}},
                     &d)
                   .ok());
@@ -36,10 +36,16 @@ TEST(DistEnv, SlurmStepOnOneNode) {
   EXPECT_EQ(d.master_port, 20007);
 }
 
+TEST(DistEnv, ABatchScriptIsOneRankEvenUnderSbatchWithTwoTasks) {
+  DistEnv d;
+  ASSERT_TRUE(parse({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_ID", "5"}}, &d).ok());
+  EXPECT_EQ(d.world_size, 1);
+}
+
 TEST(DistEnv, TorchrunVariablesWinOverSlurms) {
   DistEnv d;
   ASSERT_TRUE(parse({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "0"}, {"MASTER_ADDR", "node7"},
-                     {"MASTER_PORT", "1234"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}},
+                     {"MASTER_PORT", "1234"}, {"SLURM_PROCID", "0"}, {"SLURM_STEP_NUM_TASKS", "1"}},
                     &d)
                   .ok());
   EXPECT_EQ(d.rank, 3);
@@ -50,11 +56,11 @@ TEST(DistEnv, TorchrunVariablesWinOverSlurms) {
 
 TEST(DistEnv, BadValuesNameTheVariable) {
   DistEnv d;
-  EXPECT_EQ(parse({{"SLURM_NTASKS", "two"}}, &d).message(), "SLURM_NTASKS='two' is not a whole number");
-  EXPECT_EQ(parse({{"SLURM_NTASKS", "0"}}, &d).message(), "SLURM_NTASKS=0 is out of range [1, 1048576]");
+  EXPECT_EQ(parse({{"SLURM_STEP_NUM_TASKS", "two"}}, &d).message(), "SLURM_STEP_NUM_TASKS='two' is not a whole number");
+  EXPECT_EQ(parse({{"SLURM_STEP_NUM_TASKS", "0"}}, &d).message(), "SLURM_STEP_NUM_TASKS=0 is out of range [1, 1048576]");
   EXPECT_EQ(parse({{"RANK", "2"}, {"WORLD_SIZE", "2"}}, &d).message(), "RANK=2 is not below WORLD_SIZE=2");
   EXPECT_EQ(parse({{"MASTER_PORT", "70000"}}, &d).message(), "MASTER_PORT=70000 is out of range [1, 65535]");
-  EXPECT_EQ(parse({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_NUM_NODES", "2"}}, &d).message(),
+  EXPECT_EQ(parse({{"SLURM_PROCID", "0"}, {"SLURM_STEP_NUM_TASKS", "2"}, {"SLURM_STEP_NUM_NODES", "2"}}, &d).message(),
             "MASTER_ADDR is not set: ranks on several nodes need the rendezvous host (for example the first of "
             "`scontrol show hostnames $SLURM_JOB_NODELIST`)");
   EXPECT_EQ(parse({{"RANK", "0"}, {"WORLD_SIZE", "2"}}, &d).message(),

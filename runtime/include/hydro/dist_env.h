@@ -1,5 +1,6 @@
 // Who this process is among the job's ranks, read from the environment: torchrun's
-// RANK/WORLD_SIZE/LOCAL_RANK when set, else Slurm's SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID.
+// RANK/WORLD_SIZE/LOCAL_RANK when set, else the Slurm step's SLURM_PROCID/SLURM_STEP_NUM_TASKS/
+// SLURM_LOCALID (a batch script, outside any srun step, is one rank even under `sbatch -n 2`).
 // The rendezvous address is MASTER_ADDR:MASTER_PORT; under a one-node Slurm step MASTER_ADDR
 // defaults to 127.0.0.1 and MASTER_PORT to 20000 + SLURM_JOB_ID % 20000. Errors name the variable.
 #pragma once

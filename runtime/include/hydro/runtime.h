@@ -18,7 +18,7 @@
 //
 // SIGTERM: the current step finishes, step_end() commits a checkpoint and returns false.
 //
-// Several ranks (WORLD_SIZE or SLURM_NTASKS above 1): only rank 0 writes checkpoints, and every
+// Several ranks (WORLD_SIZE or SLURM_STEP_NUM_TASKS above 1): only rank 0 writes checkpoints, and every
 // rank resumes from them. So the tracked state must be the same on every rank, as in data-parallel
 // training (hydro/distributed.h); give each rank's data its own generator, not the global one.
 //

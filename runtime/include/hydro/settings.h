@@ -21,7 +21,7 @@ struct Settings {
   bool cuda_release = false;       // HYDRO_CUDA_RELEASE=on|off: free cached device memory while paused
   SignalMap signals = SignalMap::defaults();  // HYDRO_SIGNALS
   int rank = 0;                    // RANK or SLURM_PROCID (hydro/dist_env.h)
-  int world_size = 1;              // WORLD_SIZE or SLURM_NTASKS
+  int world_size = 1;              // WORLD_SIZE or SLURM_STEP_NUM_TASKS
 
   // `getenv` is injectable for tests.
   static Status from_env(Settings* out, const std::function<const char*(const char*)>& getenv);
