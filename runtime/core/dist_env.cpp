@@ -1,20 +1,15 @@
 #include "hydro/dist_env.h"
 
-#include <cerrno>
 #include <cstdlib>
+
+#include "hydro/settings.h"
 
 namespace hydro {
 namespace {
 
 Status read_int(const char* var, const char* value, long min, long max, int* out) {
-  char* end = nullptr;
-  errno = 0;
-  long v = std::strtol(value, &end, 10);
-  if (*value == '\0' || *end != '\0' || errno == ERANGE)
-    return Status::invalid_argument(std::string(var) + "='" + value + "' is not a whole number");
-  if (v < min || v > max)
-    return Status::invalid_argument(std::string(var) + "=" + value + " is out of range [" + std::to_string(min) +
-                                    ", " + std::to_string(max) + "]");
+  int64_t v = 0;
+  HYDRO_RETURN_IF_ERROR(parse_int(var, value, min, max, &v));
   *out = static_cast<int>(v);
   return Status::OK();
 }

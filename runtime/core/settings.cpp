@@ -3,7 +3,6 @@
 #include <cstdlib>
 
 namespace hydro {
-namespace {
 
 Status parse_int(const char* var, const std::string& value, int64_t min, int64_t max, int64_t* out) {
   char* end = nullptr;
@@ -17,8 +16,6 @@ Status parse_int(const char* var, const std::string& value, int64_t min, int64_t
   *out = v;
   return Status::OK();
 }
-
-}  // namespace
 
 Status parse_on_off(const std::string& value, const std::string& setting, bool* out) {
   if (value == "on" || value == "true" || value == "yes" || value == "1") *out = true;

@@ -28,6 +28,9 @@ struct Settings {
   static Status from_env(Settings* out);
 };
 
+// A whole number in [min, max]. `var` names the source in the error.
+Status parse_int(const char* var, const std::string& value, int64_t min, int64_t max, int64_t* out);
+
 // "on"/"off" (also true/false, yes/no, 1/0). `setting` names the source in the error.
 Status parse_on_off(const std::string& value, const std::string& setting, bool* out);
 
