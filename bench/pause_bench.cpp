@@ -1,5 +1,5 @@
 // hydro's pause, measured side by side in one run:
-//  1. step-time overhead: no hydro vs hydro armed (operator callback registered, disabled) vs the
+//  1. step-time overhead: no hydro vs hydro armed (handlers and watcher; no operator callback until a pause) vs the
 //     same callback left enabled (what hydro avoids), in interleaved blocks; medians of paired ratios;
 //  2. pause latency: signal sent -> training thread blocked at an operator, p50/p99, beside the
 //     signal-delivery floor on this machine and a step-boundary-only pause;

@@ -42,8 +42,11 @@ std::string drain_device() {
   return ", CUDA device drained, cached memory released";
 }
 
-// The operator callback: registered once, disabled; enabled by the watcher thread only while a
-// pause is pending. Then the next operator on every thread blocks here until resumed.
+// The operator callback: registered by the watcher thread only while a pause is pending, and
+// removed on resume, so that running training pays nothing for it (libtorch 1.13 still charges a
+// little per operator for a registered but disabled callback). While registered, the next
+// operator on every thread blocks here until resumed. Removing it while threads wait inside it is
+// safe: RecordFunction keeps its own copy of the callback (a plain function pointer).
 std::unique_ptr<at::ObserverContext> on_operator(const at::RecordFunction& fn) {
   PauseGate& gate = PauseGate::instance();
   if (gate.pause_pending()) {
@@ -56,15 +59,19 @@ std::unique_ptr<at::ObserverContext> on_operator(const at::RecordFunction& fn) {
 }
 
 std::mutex g_callback_mutex;
-std::optional<at::CallbackHandle> g_callback;
+std::optional<at::CallbackHandle> g_callback;  // registered while a pause is pending
 std::atomic<bool> g_armed{false};
+bool g_pause_enabled = false;  // HYDRO_PAUSE; guarded by g_callback_mutex
 
 void arm_operator_pause(bool on) {
   std::lock_guard<std::mutex> lock(g_callback_mutex);
-  if (!g_callback) return;
-  if (on) at::reenableCallback(*g_callback);
-  else at::disableCallback(*g_callback);
-  g_armed = on;
+  if (on && g_pause_enabled && !g_callback) {
+    g_callback = at::addGlobalCallback(at::RecordFunctionCallback(on_operator).needsInputs(false));
+  } else if (!on && g_callback) {
+    at::removeCallback(*g_callback);
+    g_callback.reset();
+  }
+  g_armed = g_callback.has_value();
 }
 
 void on_signal(int signo, Action action) {
@@ -198,10 +205,7 @@ Runtime::Runtime(Settings settings) : settings_(std::move(settings)) {
                                      : "no CUDA device is visible"));
   {
     std::lock_guard<std::mutex> lock(g_callback_mutex);
-    if (settings_.pause && !g_callback) {
-      g_callback = at::addGlobalCallback(at::RecordFunctionCallback(on_operator).needsInputs(false));
-      at::disableCallback(*g_callback);
-    }
+    g_pause_enabled = settings_.pause;
   }
   Status st = SignalBridge::start(signals, on_signal);
   if (!st.ok()) fail(st);
@@ -214,12 +218,7 @@ void Runtime::wait_idle() {
 Runtime::~Runtime() {
   wait_idle();
   SignalBridge::stop();
-  std::lock_guard<std::mutex> lock(g_callback_mutex);
-  if (g_callback) {
-    at::removeCallback(*g_callback);
-    g_callback.reset();
-    g_armed = false;
-  }
+  arm_operator_pause(false);
 }
 
 void Runtime::add(Tracked t) {
