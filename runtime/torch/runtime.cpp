@@ -127,29 +127,27 @@ at::Generator cuda_generator(int i) {
   return at::globalContext().defaultGenerator(c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(i)));
 }
 
+torch::Tensor state_of(at::Generator gen) {
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get_state();
+}
+
+void restore(at::Generator gen, const torch::Tensor& state) {
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(state);
+}
+
 void save_rng(torch::serialize::OutputArchive& a) {
-  {
-    auto gen = at::detail::getDefaultCPUGenerator();
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    a.write("cpu", gen.get_state());
-  }
+  a.write("cpu", state_of(at::detail::getDefaultCPUGenerator()));
   const int n = cuda_devices();
   a.write("cuda_devices", torch::tensor(static_cast<int64_t>(n)));
-  for (int i = 0; i < n; ++i) {
-    auto gen = cuda_generator(i);
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    a.write("cuda" + std::to_string(i), gen.get_state());
-  }
+  for (int i = 0; i < n; ++i) a.write("cuda" + std::to_string(i), state_of(cuda_generator(i)));
 }
 
 void load_rng(torch::serialize::InputArchive& a) {
   torch::Tensor state;
   a.read("cpu", state);
-  {
-    auto gen = at::detail::getDefaultCPUGenerator();
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    gen.set_state(state);
-  }
+  restore(at::detail::getDefaultCPUGenerator(), state);
   torch::Tensor count;
   if (!a.try_read("cuda_devices", count)) return;  // written before hydro saved CUDA state
   const int saved = static_cast<int>(count.item<int64_t>()), here = cuda_devices();
@@ -158,9 +156,7 @@ void load_rng(torch::serialize::InputArchive& a) {
         std::to_string(here) + ": only the first " + std::to_string(here) + " are restored");
   for (int i = 0; i < std::min(saved, here); ++i) {
     a.read("cuda" + std::to_string(i), state);
-    auto gen = cuda_generator(i);
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    gen.set_state(state);
+    restore(cuda_generator(i), state);
   }
 }
 
