@@ -55,10 +55,11 @@ CheckpointDir::CheckpointDir(std::string root, Fs& fs, int keep_last)
   while (root_.size() > 1 && root_.back() == '/') root_.pop_back();
 }
 
-Status CheckpointDir::open() {
+Status CheckpointDir::open(bool clean) {
   if (root_.empty() || root_[0] != '/')
     return Status::invalid_argument("checkpoint directory must be an absolute path, got '" + root_ + "'");
   HYDRO_RETURN_IF_ERROR(fs_.make_dirs(root_, 0700));
+  if (!clean) return Status::OK();
   std::vector<std::string> names;
   HYDRO_RETURN_IF_ERROR(fs_.list_dir(root_, &names));
   for (const auto& n : names) {
@@ -72,29 +73,70 @@ Status CheckpointDir::begin(int64_t step, std::unique_ptr<CheckpointWriter>* out
   if (step < 0) return Status::invalid_argument("checkpoint step must be >= 0");
   std::string staging = root_ + "/" + kStagingPrefix + name_for(step) + private_suffix();
   HYDRO_RETURN_IF_ERROR(fs_.make_dir(staging, 0700));
-  out->reset(new CheckpointWriter(this, staging, step));
+  out->reset(new CheckpointWriter(this, staging, step, /*owner=*/true));
   return Status::OK();
 }
 
-CheckpointWriter::CheckpointWriter(CheckpointDir* dir, std::string staging, int64_t step)
-    : dir_(dir), staging_(std::move(staging)) {
+namespace {
+bool valid_staging_name(const std::string& name) {
+  return name.rfind(kStagingPrefix, 0) == 0 && name.find('/') == std::string::npos && name.find("..") == std::string::npos;
+}
+}  // namespace
+
+Status CheckpointDir::join(const std::string& staging_name, int64_t step, std::unique_ptr<CheckpointWriter>* out) {
+  if (!valid_staging_name(staging_name)) return Status::invalid_argument("bad staging name '" + staging_name + "'");
+  const std::string staging = root_ + "/" + staging_name;
+  if (!fs_.exists(staging)) return Status::not_found(staging + " does not exist");
+  out->reset(new CheckpointWriter(this, staging, step, /*owner=*/false));
+  return Status::OK();
+}
+
+Status CheckpointDir::begin_named(const std::string& staging_name, int64_t step,
+                                  std::unique_ptr<CheckpointWriter>* out) {
+  if (!valid_staging_name(staging_name)) return Status::invalid_argument("bad staging name '" + staging_name + "'");
+  const std::string staging = root_ + "/" + staging_name;
+  HYDRO_RETURN_IF_ERROR(fs_.make_dir(staging, 0700));
+  out->reset(new CheckpointWriter(this, staging, step, /*owner=*/true));
+  return Status::OK();
+}
+
+CheckpointWriter::CheckpointWriter(CheckpointDir* dir, std::string staging, int64_t step, bool owner)
+    : dir_(dir), staging_(std::move(staging)), owner_(owner) {
   manifest_.step = step;
   manifest_.hydro_version = HYDRO_VERSION;
 }
 
 CheckpointWriter::~CheckpointWriter() {
-  if (!done_) (void)dir_->fs_.remove_tree(staging_);
+  if (!done_ && owner_) (void)dir_->fs_.remove_tree(staging_);
+}
+
+Status CheckpointWriter::set_subdir(const std::string& sub) {
+  if (!Manifest::valid_file_name(sub) || sub.find('/') != std::string::npos)
+    return Status::invalid_argument("bad shard directory name '" + sub + "'");
+  HYDRO_RETURN_IF_ERROR(dir_->fs_.make_dir(staging_ + "/" + sub, 0700));
+  subdir_ = sub;
+  return Status::OK();
+}
+
+Status CheckpointWriter::sync_subdir() {
+  return subdir_.empty() ? Status::OK() : dir_->fs_.sync_dir(staging_ + "/" + subdir_);
+}
+
+void CheckpointWriter::add_files(const std::vector<ManifestFile>& files, bool sharded) {
+  manifest_.files.insert(manifest_.files.end(), files.begin(), files.end());
+  if (sharded) manifest_.sharded = true;
 }
 
 Status CheckpointWriter::open_file(const std::string& name, std::unique_ptr<FileSink>* out) {
   if (done_) return Status::invalid_argument("checkpoint already committed");
   if (name.empty() || name.find('/') != std::string::npos || name[0] == '.' || name == Manifest::kFileName)
     return Status::invalid_argument("bad checkpoint file name '" + name + "'");
+  const std::string full = subdir_.empty() ? name : subdir_ + "/" + name;
   for (const auto& f : manifest_.files)
-    if (f.name == name) return Status::invalid_argument("checkpoint file '" + name + "' written twice");
+    if (f.name == full) return Status::invalid_argument("checkpoint file '" + full + "' written twice");
   std::unique_ptr<WritableFile> f;
-  HYDRO_RETURN_IF_ERROR(dir_->fs_.new_writable(staging_ + "/" + name, &f));
-  out->reset(new FileSink(this, name, std::move(f)));
+  HYDRO_RETURN_IF_ERROR(dir_->fs_.new_writable(staging_ + "/" + full, &f));
+  out->reset(new FileSink(this, full, std::move(f)));
   return Status::OK();
 }
 
@@ -131,6 +173,7 @@ Status FileSink::finish() {
 
 Status CheckpointWriter::commit(CheckpointInfo* out) {
   if (done_) return Status::invalid_argument("checkpoint already committed");
+  if (!owner_) return Status::invalid_argument("a joined shard writer cannot commit " + staging_);
   Fs& fs = dir_->fs_;
   const std::string& root = dir_->root_;
   const std::string name = CheckpointDir::name_for(manifest_.step);
@@ -143,6 +186,7 @@ Status CheckpointWriter::commit(CheckpointInfo* out) {
   HYDRO_RETURN_IF_ERROR(f->append(json.data(), json.size()));
   HYDRO_RETURN_IF_ERROR(f->sync());
   HYDRO_RETURN_IF_ERROR(f->close());
+  HYDRO_RETURN_IF_ERROR(sync_subdir());
   HYDRO_RETURN_IF_ERROR(fs.sync_dir(staging_));
 
   Status s = fs.rename_noreplace(staging_, final_path);

@@ -22,6 +22,15 @@ bool parse_hex64(const std::string& s, uint64_t* out) {
 
 }  // namespace
 
+// "model.pt", or one level down for a rank's shard: "rank-1/model.pt". No "", ".", "..", or
+// hidden names, so a manifest can never point outside its checkpoint.
+bool Manifest::valid_file_name(const std::string& name) {
+  size_t slash = name.find('/');
+  auto ok = [](const std::string& part) { return !part.empty() && part[0] != '.'; };
+  if (slash == std::string::npos) return ok(name);
+  return ok(name.substr(0, slash)) && ok(name.substr(slash + 1)) && name.find('/', slash + 1) == std::string::npos;
+}
+
 std::string Manifest::to_json() const {
   nlohmann::json j;
   j["format"] = kFormat;
@@ -29,6 +38,7 @@ std::string Manifest::to_json() const {
   j["step"] = step;
   j["epoch"] = epoch;
   j["world_size"] = world_size;
+  if (sharded) j["sharded"] = true;
   if (keep) j["keep"] = true;
   j["files"] = nlohmann::json::array();
   for (const auto& f : files)
@@ -48,13 +58,14 @@ Status Manifest::parse(const std::string& text, const std::string& where, Manife
     m.epoch = j.at("epoch").get<int64_t>();
     m.world_size = j.at("world_size").get<int>();
     m.keep = j.value("keep", false);
+    m.sharded = j.value("sharded", false);
     for (const auto& f : j.at("files")) {
       ManifestFile mf;
       mf.name = f.at("name").get<std::string>();
       mf.size = f.at("size").get<uint64_t>();
       if (!parse_hex64(f.at("xxh64").get<std::string>(), &mf.xxh64))
         return Status::corruption(where + ": bad xxh64 for " + mf.name);
-      if (mf.name.empty() || mf.name.find('/') != std::string::npos || mf.name[0] == '.')
+      if (!valid_file_name(mf.name))
         return Status::corruption(where + ": bad file name '" + mf.name + "'");
       m.files.push_back(std::move(mf));
     }

@@ -24,6 +24,15 @@ Status parse_on_off(const std::string& value, const std::string& setting, bool* 
   return Status::OK();
 }
 
+const char* mode_name(CheckpointMode m) {
+  switch (m) {
+    case CheckpointMode::sync_any: return "sync_any";
+    case CheckpointMode::sync_all: return "sync_all";
+    case CheckpointMode::async: return "async";
+  }
+  return "?";
+}
+
 Status Settings::from_env(Settings* out, const std::function<const char*(const char*)>& getenv) {
   Settings s;
   auto get = [&](const char* var) -> std::string {
@@ -45,11 +54,20 @@ Status Settings::from_env(Settings* out, const std::function<const char*(const c
   }
   if (std::string v = get("HYDRO_CUDA_RELEASE"); !v.empty())
     HYDRO_RETURN_IF_ERROR(parse_on_off(v, "HYDRO_CUDA_RELEASE", &s.cuda_release));
+  if (std::string v = get("HYDRO_CKPT_MODE"); !v.empty()) {
+    if (v == "sync_any") s.mode = CheckpointMode::sync_any;
+    else if (v == "sync_all") s.mode = CheckpointMode::sync_all;
+    else if (v == "async") s.mode = CheckpointMode::async;
+    else return Status::invalid_argument("HYDRO_CKPT_MODE='" + v + "' is not sync_any, sync_all or async");
+  }
+  if (std::string v = get("HYDRO_STORE_TIMEOUT"); !v.empty())
+    HYDRO_RETURN_IF_ERROR(parse_int("HYDRO_STORE_TIMEOUT", v, 1, 7 * 24 * 3600, &s.store_timeout_s));
   HYDRO_RETURN_IF_ERROR(SignalMap::parse(get("HYDRO_SIGNALS"), "HYDRO_SIGNALS", &s.signals));
   DistEnv dist;
   HYDRO_RETURN_IF_ERROR(DistEnv::from_env(&dist, getenv));
   s.rank = dist.rank;
   s.world_size = dist.world_size;
+  s.dist = dist;
   *out = std::move(s);
   return Status::OK();
 }

@@ -63,6 +63,18 @@ class CheckpointWriter {
     return write_file(name, bytes.data(), bytes.size());
   }
   void set_epoch(int64_t epoch) { manifest_.epoch = epoch; }
+  void set_world_size(int n) { manifest_.world_size = n; }
+
+  // Shards (hydro/checkpoint_group.h): the files opened from now on go into `sub`/ (e.g. "rank-1"),
+  // named "rank-1/model.pt" in the manifest.
+  Status set_subdir(const std::string& sub);
+  // fsyncs the shard's directory: call when the shard's files are finished.
+  Status sync_subdir();
+  // The files finished so far (sizes and hashes), and files other ranks wrote into this staging
+  // directory, added to the manifest by the committing rank.
+  const std::vector<ManifestFile>& files() const { return manifest_.files; }
+  void add_files(const std::vector<ManifestFile>& files, bool sharded);
+  const std::string& staging() const { return staging_; }
   // force_save: keep this checkpoint always; keep_last neither counts nor removes it.
   void set_keep(bool keep) { manifest_.keep = keep; }
   // Makes the checkpoint durable and points `latest` at it. On Code::durability_uncertain the
@@ -72,9 +84,11 @@ class CheckpointWriter {
  private:
   friend class CheckpointDir;
   friend class FileSink;
-  CheckpointWriter(CheckpointDir* dir, std::string staging, int64_t step);
+  CheckpointWriter(CheckpointDir* dir, std::string staging, int64_t step, bool owner);
   CheckpointDir* dir_;
   std::string staging_;
+  std::string subdir_;
+  bool owner_;  // created the staging directory: commits it, or removes it if never committed
   Manifest manifest_;
   bool done_ = false;
 };
@@ -86,9 +100,16 @@ class CheckpointDir {
   explicit CheckpointDir(std::string root, Fs& fs = posix_fs(), int keep_last = 0);
 
   const std::string& root() const { return root_; }
-  // Creates the root (mode 0700) if missing and removes staging left by dead writers.
-  Status open();
+  // Creates the root (mode 0700) if missing and, with `clean`, removes staging left by dead
+  // writers on this machine (only the rank that commits may clean: another node's writer would
+  // look dead from here).
+  Status open(bool clean = true);
   Status begin(int64_t step, std::unique_ptr<CheckpointWriter>* out);
+  // Another rank's staging directory (its base name): write a shard into it. The returned writer
+  // cannot commit, and leaves the directory to its owner.
+  Status join(const std::string& staging_name, int64_t step, std::unique_ptr<CheckpointWriter>* out);
+  // Creates a staging directory of the given name (for a node that cannot see the owner's).
+  Status begin_named(const std::string& staging_name, int64_t step, std::unique_ptr<CheckpointWriter>* out);
 
   // Checks a checkpoint against its manifest: every file present, of the right size and hash.
   Status verify(const std::string& name, Manifest* out = nullptr) const;

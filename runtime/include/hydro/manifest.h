@@ -23,11 +23,13 @@ struct Manifest {
   int64_t epoch = 0;
   int world_size = 1;
   bool keep = false;  // force_save: never removed by keep_last
+  bool sharded = false;  // every rank's state is in rank-R/ (sync modes with several ranks)
   std::string hydro_version;
   std::vector<ManifestFile> files;
 
   std::string to_json() const;
   // `where` names the file in error messages.
+  static bool valid_file_name(const std::string& name);
   static Status parse(const std::string& text, const std::string& where, Manifest* out);
 };
 

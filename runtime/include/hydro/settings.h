@@ -12,6 +12,17 @@
 
 namespace hydro {
 
+// How the ranks of a job checkpoint (HYDRO_CKPT_MODE).
+//   sync_any: at each step end the ranks vote; all checkpoint (and exit) when ANY rank asks
+//             (SIGTERM, or the interval). Every rank writes its own shard, written in the
+//             training thread; `latest` moves when every shard is durable.
+//   sync_all: the same, but only when ALL ranks ask (each rank holds its request until then).
+//   async:    no vote. The training thread copies the state into reused host buffers and a
+//             background thread writes it; with several ranks only rank 0 writes.
+// With one rank, sync_any and sync_all are the same plain synchronous checkpoint.
+enum class CheckpointMode { sync_any, sync_all, async };
+const char* mode_name(CheckpointMode m);
+
 struct Settings {
   bool pause = true;               // HYDRO_PAUSE=on|off (set by --hydro-pause); on outside Slurm
   std::string checkpoint_dir;      // HYDRO_CKPT_DIR: absolute; empty = no checkpoints
@@ -22,6 +33,9 @@ struct Settings {
   SignalMap signals = SignalMap::defaults();  // HYDRO_SIGNALS
   int rank = 0;                    // RANK or SLURM_PROCID (hydro/dist_env.h)
   int world_size = 1;              // WORLD_SIZE or SLURM_STEP_NUM_TASKS
+  CheckpointMode mode = CheckpointMode::sync_any;  // HYDRO_CKPT_MODE=sync_any|sync_all|async
+  int64_t store_timeout_s = 1800;  // HYDRO_STORE_TIMEOUT: the longest wait for a peer rank
+  DistEnv dist;                    // rendezvous address: the ranks' store is MASTER_PORT + 1
 
   // `getenv` is injectable for tests.
   static Status from_env(Settings* out, const std::function<const char*(const char*)>& getenv);

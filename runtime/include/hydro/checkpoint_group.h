@@ -1,0 +1,71 @@
+// One checkpoint written by every rank of a job (HYDRO_CKPT_MODE=sync_any|sync_all), coordinated
+// through a RankStore. Every rank calls the same methods in the same order (lock step).
+//
+// The vote (at each step end): every rank says whether it wants a checkpoint and whether it wants
+// to exit; sync_any grants what ANY rank wants, sync_all only what ALL want. One store add and one
+// wait per rank.
+//
+// The save:
+//   1. rank 0 creates the staging directory and publishes its name;
+//   2. every rank writes its shard into staging/rank-R/, fsyncs every file and the shard's
+//      directory, and publishes its file list (sizes, hashes) as durable;
+//   3. the committer waits until EVERY rank's shard is durable, writes the manifest listing all
+//      shards, renames the directory into place and moves `latest`; then it publishes the outcome,
+//      which every rank waits for and returns.
+// A rank that dies or fails before step 2 ends leaves the others waiting at most `timeout`; the
+// checkpoint is then not committed and `latest` does not move.
+//
+// A checkpoint directory that is not shared between nodes: a rank that cannot see rank 0's staging
+// directory is on another node. The first such rank of each host creates a staging directory of the
+// same name in its node's root and commits it for the ranks of its node, after the same "every shard
+// is durable" barrier. Every node then holds a complete checkpoint of its own ranks' shards, and
+// agree_on_resume() picks the newest step that every rank can load.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <set>
+#include <string>
+
+#include "hydro/checkpoint_dir.h"
+#include "hydro/rank_store.h"
+#include "hydro/settings.h"
+
+namespace hydro {
+
+struct GroupDecision {
+  bool checkpoint = false;
+  bool exit = false;
+};
+
+class CheckpointGroup {
+ public:
+  // `host` names this rank's machine (gethostname); `dir` is this rank's view of the root.
+  CheckpointGroup(RankStore& store, int rank, int world_size, std::string host, std::chrono::milliseconds timeout);
+
+  Status vote(CheckpointMode mode, bool want_checkpoint, bool want_exit, GroupDecision* out);
+
+  // Writes this rank's shard through `fill` (files go into rank-R/) and commits collectively.
+  // On success *out names the committed checkpoint (on every rank).
+  Status save(CheckpointDir& dir, int64_t step, bool keep, int64_t epoch,
+              const std::function<Status(CheckpointWriter&)>& fill, CheckpointInfo* out);
+
+  // Every rank passes the steps of the checkpoints it can load (verified, with its shard); all
+  // get the newest step common to every rank, or -1 when there is none.
+  Status agree_on_resume(const std::set<int64_t>& loadable, int64_t* step);
+
+  static std::string shard_dir(int rank) { return "rank-" + std::to_string(rank); }
+
+ private:
+  Status wait(const std::string& key, const std::string& what, std::string* value);
+  std::string key(const std::string& k) const;
+  RankStore& store_;
+  int rank_, world_;
+  std::string host_;
+  std::chrono::milliseconds timeout_;
+  int64_t round_ = 0;  // one per collective call, the same on every rank
+  int64_t last_vote_ = -1;
+};
+
+}  // namespace hydro

@@ -1,0 +1,200 @@
+// Multi-rank checkpoints (sync_any / sync_all): the vote, one consistent sharded checkpoint, a rank
+// that dies mid-save, and a checkpoint directory that is not shared between nodes. Ranks are
+// threads here, with a real filesystem; the srun -n 2 integration test runs real processes.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "fault_fs.h"
+#include "hydro/checkpoint_group.h"
+#include "memory_store.h"
+
+namespace hydro {
+namespace {
+
+using namespace std::chrono_literals;
+using test::MemoryStore;
+using test::TempDir;
+
+template <typename Fn>
+std::vector<Status> run_ranks(int world, Fn fn) {
+  std::vector<Status> out(world);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) threads.emplace_back([&, r] { out[r] = fn(r); });
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+Status write_shard(CheckpointWriter& w, int rank) {
+  HYDRO_RETURN_IF_ERROR(w.write_file("model.pt", "weights of rank " + std::to_string(rank)));
+  return w.write_file("rng.pt", std::string(100, static_cast<char>('a' + rank)));
+}
+
+std::string latest_of(const std::string& root) {
+  std::string t;
+  (void)posix_fs().read_link(root + "/latest", &t);
+  return t;
+}
+
+TEST(CheckpointGroup, VoteAnyGrantsWhatOneRankAsksAllOnlyWhatEveryRankAsks) {
+  for (CheckpointMode mode : {CheckpointMode::sync_any, CheckpointMode::sync_all}) {
+    MemoryStore store;
+    std::vector<std::unique_ptr<CheckpointGroup>> groups;
+    for (int r = 0; r < 3; ++r) groups.emplace_back(new CheckpointGroup(store, r, 3, "h", 5000ms));
+    // Round 1: only rank 1 wants to exit. Round 2: everyone wants a checkpoint, rank 2 also exit.
+    // Round 3: everyone wants to exit.
+    struct Ask { bool ck, ex; };
+    std::vector<std::vector<Ask>> rounds = {{{0, 0}, {0, 1}, {0, 0}}, {{1, 0}, {1, 0}, {1, 1}}, {{0, 1}, {0, 1}, {0, 1}}};
+    std::vector<std::vector<GroupDecision>> got(rounds.size(), std::vector<GroupDecision>(3));
+    run_ranks(3, [&](int r) {
+      for (size_t i = 0; i < rounds.size(); ++i) {
+        Status s = groups[r]->vote(mode, rounds[i][r].ck, rounds[i][r].ex, &got[i][r]);
+        if (!s.ok()) return s;
+      }
+      return Status::OK();
+    });
+    for (int r = 0; r < 3; ++r) {
+      const bool any = mode == CheckpointMode::sync_any;
+      EXPECT_EQ(got[0][r].checkpoint, any) << r;
+      EXPECT_EQ(got[0][r].exit, any) << r;
+      EXPECT_TRUE(got[1][r].checkpoint) << r;
+      EXPECT_EQ(got[1][r].exit, any) << r;
+      EXPECT_TRUE(got[2][r].checkpoint) << r;
+      EXPECT_TRUE(got[2][r].exit) << r;
+    }
+    // Old rounds' keys are removed: the store does not grow with the number of steps.
+    EXPECT_LE(store.size(), 4u);
+  }
+}
+
+TEST(CheckpointGroup, EveryRankWritesItsShardIntoOneCheckpoint) {
+  TempDir t;
+  MemoryStore store;
+  std::vector<CheckpointInfo> info(3);
+  auto st = run_ranks(3, [&](int r) {
+    CheckpointDir dir(t.path + "/ck");
+    CheckpointGroup g(store, r, 3, "h", 5000ms);
+    return g.save(dir, 40, false, 2, [&](CheckpointWriter& w) { return write_shard(w, r); }, &info[r]);
+  });
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(st[r].ok()) << st[r].to_string();
+    EXPECT_EQ(info[r].name, "step-000000000040");
+  }
+  CheckpointDir dir(t.path + "/ck");
+  Manifest m;
+  Status v = dir.verify("step-000000000040", &m);
+  ASSERT_TRUE(v.ok()) << v.to_string();
+  EXPECT_TRUE(m.sharded);
+  EXPECT_EQ(m.world_size, 3);
+  EXPECT_EQ(m.epoch, 2);
+  ASSERT_EQ(m.files.size(), 6u);
+  std::set<std::string> names;
+  for (const auto& f : m.files) names.insert(f.name);
+  EXPECT_EQ(names, (std::set<std::string>{"rank-0/model.pt", "rank-0/rng.pt", "rank-1/model.pt", "rank-1/rng.pt",
+                                          "rank-2/model.pt", "rank-2/rng.pt"}));
+  EXPECT_EQ(latest_of(dir.root()), "step-000000000040");
+}
+
+TEST(CheckpointGroup, ARankThatDiesMidSaveLeavesLatestWhereItWas) {
+  TempDir t;
+  MemoryStore store;
+  // A first checkpoint that every rank completes.
+  std::vector<std::unique_ptr<CheckpointGroup>> groups;
+  for (int r = 0; r < 2; ++r) groups.emplace_back(new CheckpointGroup(store, r, 2, "h", 300ms));
+  auto st = run_ranks(2, [&](int r) {
+    CheckpointDir dir(t.path + "/ck");
+    return groups[r]->save(dir, 10, false, 0, [&](CheckpointWriter& w) { return write_shard(w, r); }, nullptr);
+  });
+  ASSERT_TRUE(st[0].ok() && st[1].ok()) << st[0].to_string() << st[1].to_string();
+  // Rank 1 writes half its shard and is gone (never reports it durable).
+  st = run_ranks(2, [&](int r) {
+    CheckpointDir dir(t.path + "/ck");
+    return groups[r]->save(dir, 20, false, 0, [&](CheckpointWriter& w) -> Status {
+      if (r == 1) {
+        (void)w.write_file("model.pt", "half");
+        std::this_thread::sleep_for(1s);  // "killed": says nothing until rank 0 has given up
+        return Status::io("killed");
+      }
+      return write_shard(w, r);
+    }, nullptr);
+  });
+  ASSERT_FALSE(st[0].ok());
+  EXPECT_EQ(st[0].message(),
+            "checkpoint of step 20 not committed: rank 1 did not report its shard durable within 0 s "
+            "(HYDRO_STORE_TIMEOUT): a rank died, hung or is paused too long");
+  EXPECT_FALSE(st[1].ok());
+  EXPECT_EQ(latest_of(t.path + "/ck"), "step-000000000010");
+  CheckpointDir dir(t.path + "/ck");
+  auto all = dir.list();
+  ASSERT_EQ(all.size(), 1u);
+  std::vector<std::string> names;
+  ASSERT_TRUE(posix_fs().list_dir(dir.root(), &names).ok());
+  for (const auto& n : names) EXPECT_TRUE(n == "latest" || n == "step-000000000010") << "left behind: " << n;
+}
+
+TEST(CheckpointGroup, AFailedShardFailsEveryRankAtOnce) {
+  TempDir t;
+  MemoryStore store;
+  auto st = run_ranks(3, [&](int r) {
+    CheckpointDir dir(t.path + "/ck");
+    CheckpointGroup g(store, r, 3, "h", 60000ms);  // would hang for a minute if the failure were not told
+    return g.save(dir, 5, false, 0, [&](CheckpointWriter& w) -> Status {
+      if (r == 2) return Status::io("disk full on rank 2");
+      return write_shard(w, r);
+    }, nullptr);
+  });
+  EXPECT_EQ(st[0].message(), "checkpoint of step 5 not committed: rank 2 failed: disk full on rank 2");
+  EXPECT_EQ(st[1].message(), "checkpoint of step 5 not committed: checkpoint of step 5 not committed: rank 2 failed: disk full on rank 2");
+  EXPECT_EQ(st[2].message(), "disk full on rank 2");
+  EXPECT_EQ(latest_of(t.path + "/ck"), "");
+}
+
+TEST(CheckpointGroup, UnsharedDirectoriesGetACompleteCheckpointPerNode) {
+  TempDir t;
+  MemoryStore store;
+  // Rank 0 on host a (root A); ranks 1 and 2 on host b, whose root B does not see A.
+  auto root_of = [&](int r) { return t.path + (r == 0 ? "/a" : "/b"); };
+  auto st = run_ranks(3, [&](int r) {
+    CheckpointDir dir(root_of(r));
+    CheckpointGroup g(store, r, 3, r == 0 ? "a" : "b", 5000ms);
+    Status s = g.save(dir, 30, false, 0, [&](CheckpointWriter& w) { return write_shard(w, r); }, nullptr);
+    if (!s.ok()) return s;
+    // Every rank can load step 30 from its own node; node b also has an older step 20.
+    std::set<int64_t> loadable = r == 0 ? std::set<int64_t>{30} : std::set<int64_t>{20, 30};
+    int64_t step = 0;
+    HYDRO_RETURN_IF_ERROR(g.agree_on_resume(loadable, &step));
+    return step == 30 ? Status::OK() : Status::io("agreed on " + std::to_string(step));
+  });
+  for (int r = 0; r < 3; ++r) ASSERT_TRUE(st[r].ok()) << r << ": " << st[r].to_string();
+  for (auto [root, shards] : {std::pair<std::string, std::set<std::string>>{t.path + "/a", {"rank-0/model.pt", "rank-0/rng.pt"}},
+                              {t.path + "/b", {"rank-1/model.pt", "rank-1/rng.pt", "rank-2/model.pt", "rank-2/rng.pt"}}}) {
+    CheckpointDir dir(root);
+    Manifest m;
+    Status v = dir.verify("step-000000000030", &m);
+    ASSERT_TRUE(v.ok()) << v.to_string();
+    std::set<std::string> names;
+    for (const auto& f : m.files) names.insert(f.name);
+    EXPECT_EQ(names, shards) << root;
+    EXPECT_EQ(latest_of(root), "step-000000000030");
+  }
+}
+
+TEST(CheckpointGroup, ResumeAgreesOnTheNewestStepEveryRankCanLoad) {
+  MemoryStore store;
+  std::vector<int64_t> got(2);
+  run_ranks(2, [&](int r) {
+    CheckpointGroup g(store, r, 2, "h", 5000ms);
+    return g.agree_on_resume(r == 0 ? std::set<int64_t>{10, 20, 30} : std::set<int64_t>{10, 20}, &got[r]);
+  });
+  EXPECT_EQ(got[0], 20);
+  EXPECT_EQ(got[1], 20);
+  run_ranks(2, [&](int r) {
+    CheckpointGroup g(store, r, 2, "h", 5000ms);
+    for (int i = 0; i < 5; ++i) (void)g.agree_on_resume({}, &got[r]);  // other rounds than above
+    return g.agree_on_resume(r == 0 ? std::set<int64_t>{30} : std::set<int64_t>{20}, &got[r]);
+  });
+  EXPECT_EQ(got[0], -1);
+}
+
+}  // namespace
+}  // namespace hydro

@@ -1,0 +1,51 @@
+// An in-process RankStore for the core's tests, where ranks are threads. (The runtime uses a real
+// c10d TCPStore; libtorch is not available to the core's tests.)
+#pragma once
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+
+#include "hydro/rank_store.h"
+
+namespace hydro::test {
+
+class MemoryStore : public RankStore {
+ public:
+  Status set(const std::string& key, const std::string& value) override {
+    std::lock_guard<std::mutex> l(mu_);
+    kv_[key] = value;
+    cv_.notify_all();
+    return Status::OK();
+  }
+  Status get(const std::string& key, std::chrono::milliseconds timeout, std::string* value) override {
+    std::unique_lock<std::mutex> l(mu_);
+    if (!cv_.wait_for(l, timeout, [&] { return kv_.count(key) > 0; })) return Status::not_found("timeout: " + key);
+    *value = kv_[key];
+    return Status::OK();
+  }
+  Status add(const std::string& key, int64_t delta, int64_t* value) override {
+    std::lock_guard<std::mutex> l(mu_);
+    int64_t v = (kv_.count(key) ? std::stoll(kv_[key]) : 0) + delta;
+    kv_[key] = std::to_string(v);
+    *value = v;
+    cv_.notify_all();
+    return Status::OK();
+  }
+  Status remove(const std::string& key) override {
+    std::lock_guard<std::mutex> l(mu_);
+    kv_.erase(key);
+    return Status::OK();
+  }
+  size_t size() {
+    std::lock_guard<std::mutex> l(mu_);
+    return kv_.size();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, std::string> kv_;
+};
+
+}  // namespace hydro::test
