@@ -8,13 +8,18 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <climits>
 #include <mutex>
+#include <set>
 #include <optional>
 #include <stdexcept>
 
+#include "c10d_store.h"
 #include "cuda_memory.h"
 #include "hydro/atomic_file.h"
 #include "hydro/checkpoint_dir.h"
+#include "hydro/checkpoint_group.h"
+#include "snapshot.h"
 #include "hydro/log.h"
 #include "hydro/pause_gate.h"
 
@@ -119,6 +124,18 @@ Status write_archive(CheckpointWriter& writer, const std::string& name,
   return sink->finish();
 }
 
+// One file of an async checkpoint, from its captured copy.
+Status write_captured(CheckpointWriter& writer, const std::string& name, const Captured& c) {
+  if (c.bytes) return writer.write_file(name, *c.bytes);
+  return write_archive(writer, name, c.write);
+}
+
+std::string host_name() {
+  char buf[256] = {0};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  return buf;
+}
+
 // The random generators' states: the CPU's, and each CUDA device's when libtorch has CUDA (through
 // ATen's CUDA hooks, so no CUDA headers are needed here).
 int cuda_devices() { return torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0; }
@@ -205,14 +222,30 @@ Runtime::Runtime(Settings settings) : settings_(std::move(settings)) {
   }
   Status st = SignalBridge::start(signals, on_signal);
   if (!st.ok()) fail(st);
+  if (settings_.world_size > 1 && settings_.mode != CheckpointMode::async && !settings_.checkpoint_dir.empty()) {
+    store_ = connect_tcp_store(settings_);
+    group_ = std::make_unique<CheckpointGroup>(*store_, settings_.rank, settings_.world_size, host_name(),
+                                               std::chrono::seconds(settings_.store_timeout_s));
+  }
+  if (settings_.mode == CheckpointMode::async) pool_ = std::make_unique<TensorPool>();
 }
 
 void Runtime::wait_idle() {
+  if (persist_.joinable()) persist_.join();
   if (pruner_.joinable()) pruner_.join();
+  if (!persist_error_.empty()) {
+    std::string e = std::move(persist_error_);
+    persist_error_.clear();
+    throw std::runtime_error("hydro: async checkpoint failed: " + e);
+  }
 }
 
 Runtime::~Runtime() {
-  wait_idle();
+  try {
+    wait_idle();
+  } catch (const std::exception& e) {
+    log(std::string("warning: ") + e.what());
+  }
   SignalBridge::stop();
   arm_operator_pause(false);
 }
@@ -225,15 +258,21 @@ void Runtime::add(Tracked t) {
 }
 
 void Runtime::track(const std::string& name, torch::nn::Module& module) {
-  add({name, [&module](auto& a) { module.save(a); }, [&module](auto& a) { module.load(a); }});
+  add({name, [&module](auto& a) { module.save(a); }, [&module](auto& a) { module.load(a); },
+       [&module, name](TensorPool& pool) { return capture_module(name, module, pool); }});
 }
 
 void Runtime::track(const std::string& name, torch::optim::Optimizer& optimizer) {
-  add({name, [&optimizer](auto& a) { optimizer.save(a); }, [&optimizer](auto& a) { optimizer.load(a); }});
+  add({name, [&optimizer](auto& a) { optimizer.save(a); }, [&optimizer](auto& a) { optimizer.load(a); },
+       [&optimizer, name](TensorPool& pool) { return capture_optimizer(name, optimizer, pool); }});
 }
 
 void Runtime::track(const std::string& name, torch::Tensor& tensor) {
-  add({name, [&tensor](auto& a) { a.write("tensor", tensor); }, [&tensor](auto& a) { a.read("tensor", tensor); }});
+  add({name, [&tensor](auto& a) { a.write("tensor", tensor); }, [&tensor](auto& a) { a.read("tensor", tensor); },
+       [&tensor, name](TensorPool& pool) {
+         torch::Tensor copy = pool.copy(name, tensor);
+         return Captured{[copy](torch::serialize::OutputArchive& a) { a.write("tensor", copy); }, nullptr};
+       }});
 }
 
 void Runtime::track(const std::string& name, std::string& value) {
@@ -243,6 +282,9 @@ void Runtime::track(const std::string& name, std::string& value) {
          a.read("string", v);
          if (!v.isString()) fail(Status::corruption("checkpoint file " + name + ".pt holds no string"));
          value = v.toStringRef();
+       },
+       [&value](TensorPool&) {
+         return Captured{[copy = value](torch::serialize::OutputArchive& a) { a.write("string", c10::IValue(copy)); }, nullptr};
        }});
 }
 
@@ -254,53 +296,106 @@ void atomic_save_archive(torch::serialize::OutputArchive& archive, const std::st
   else if (!st.ok()) fail(st);
 }
 
-bool Runtime::writes_checkpoints() const { return !settings_.checkpoint_dir.empty() && settings_.rank == 0; }
+bool Runtime::writes_checkpoints() const {
+  return !settings_.checkpoint_dir.empty() && (settings_.rank == 0 || grouped());
+}
+
+void Runtime::start_pruner() {
+  if (settings_.keep_last <= 0) return;
+  if (pruner_.joinable()) pruner_.join();
+  pruner_ = std::thread([root = settings_.checkpoint_dir, keep = settings_.keep_last] {
+    CheckpointDir d(root);
+    Status p = d.prune(keep);
+    if (!p.ok()) log("warning: removing old checkpoints: " + p.message());
+  });
+}
 
 std::string Runtime::save(int64_t step, bool keep_always) {
   if (settings_.checkpoint_dir.empty())
     fail(Status::invalid_argument("cannot checkpoint: HYDRO_CKPT_DIR is not set"));
-  if (settings_.rank != 0) return "";  // replicated state: rank 0 writes it for every rank
+  if (!writes_checkpoints()) return "";  // replicated state: rank 0 writes it for every rank
   wait_idle();
-  CheckpointDir dir(settings_.checkpoint_dir);
-  Status st = dir.open();
-  if (!st.ok()) fail(st);
-  std::unique_ptr<CheckpointWriter> writer;
-  st = dir.begin(step, &writer);
-  if (!st.ok()) fail(st);
-  writer->set_keep(keep_always);
-  for (const auto& t : tracked_) {
-    st = write_archive(*writer, t.name + ".pt", t.save);
-    if (!st.ok()) fail(st);
-  }
-  st = write_archive(*writer, "rng.pt", save_rng);
-  if (!st.ok()) fail(st);
+  if (settings_.mode == CheckpointMode::async) return save_async(step, keep_always);
+  // Several ranks: the committing rank prunes as part of its commit; one rank: a background thread.
+  CheckpointDir dir(settings_.checkpoint_dir, posix_fs(), grouped() ? settings_.keep_last : 0);
+  auto fill = [&](CheckpointWriter& w) -> Status {
+    for (const auto& t : tracked_) HYDRO_RETURN_IF_ERROR(write_archive(w, t.name + ".pt", t.save));
+    return write_archive(w, "rng.pt", save_rng);
+  };
   CheckpointInfo info;
-  st = writer->commit(&info);
+  Status st;
+  if (grouped()) {
+    st = group_->save(dir, step, keep_always, epoch_, fill, &info);
+  } else {
+    st = dir.open();
+    std::unique_ptr<CheckpointWriter> writer;
+    if (st.ok()) st = dir.begin(step, &writer);
+    if (st.ok()) {
+      writer->set_keep(keep_always);
+      writer->set_epoch(epoch_);
+      st = fill(*writer);
+    }
+    if (st.ok()) st = writer->commit(&info);
+  }
   if (st.code() == Code::durability_uncertain) log("warning: " + st.message());
   else if (!st.ok()) fail(st);
-  if (settings_.keep_last > 0) {
-    pruner_ = std::thread([root = settings_.checkpoint_dir, keep = settings_.keep_last] {
-      CheckpointDir d(root);
-      Status p = d.prune(keep);
-      if (!p.ok()) log("warning: removing old checkpoints: " + p.message());
-    });
-  }
+  if (!grouped()) start_pruner();
   return info.path;
+}
+
+// The training thread copies the state (into reused host buffers) and goes on; this thread writes.
+std::string Runtime::save_async(int64_t step, bool keep_always) {
+  struct Item {
+    std::string file;
+    Captured captured;
+  };
+  std::vector<Item> items;
+  for (const auto& t : tracked_) items.push_back({t.name + ".pt", t.capture(*pool_)});
+  items.push_back({"rng.pt", capture_bytes(save_rng)});
+  const std::string root = settings_.checkpoint_dir;
+  persist_ = std::thread([this, root, step, keep_always, epoch = epoch_, items = std::move(items)] {
+    CheckpointDir dir(root, posix_fs(), settings_.keep_last);  // commit() also prunes
+    Status st = dir.open();
+    std::unique_ptr<CheckpointWriter> writer;
+    if (st.ok()) st = dir.begin(step, &writer);
+    if (st.ok()) {
+      writer->set_keep(keep_always);
+      writer->set_epoch(epoch);
+    }
+    try {
+      for (const auto& it : items)
+        if (st.ok()) st = write_captured(*writer, it.file, it.captured);
+    } catch (const std::exception& e) {
+      st = Status::io(std::string("serializing the snapshot: ") + e.what());
+    }
+    if (st.ok()) st = writer->commit();
+    if (st.code() == Code::durability_uncertain) log("warning: " + st.message());
+    else if (!st.ok()) persist_error_ = st.message();
+    else log("async checkpoint of step " + std::to_string(step) + " committed");
+  });
+  return root + "/" + CheckpointDir::name_for(step);
+}
+
+std::string Runtime::load_path(const std::string& checkpoint, const Manifest& m, const std::string& file) const {
+  if (!m.sharded) return checkpoint + "/" + file;
+  if (m.world_size != settings_.world_size)
+    fail(Status::invalid_argument("checkpoint " + checkpoint + " has the shards of " + std::to_string(m.world_size) +
+                                  " ranks, this job has " + std::to_string(settings_.world_size) +
+                                  ": resume with the same number of ranks"));
+  return checkpoint + "/" + CheckpointGroup::shard_dir(settings_.rank) + "/" + file;
 }
 
 int64_t Runtime::resume() {
   std::string path;
-  int64_t step = 0;
+  Manifest manifest;
   if (!settings_.resume_from.empty()) {
     // Chosen by hydro-launch in another process: verify it again here, just before loading.
     path = settings_.resume_from;
     while (path.size() > 1 && path.back() == '/') path.pop_back();
     size_t slash = path.rfind('/');
     CheckpointDir dir(slash == 0 ? "/" : path.substr(0, slash));
-    Manifest manifest;
     Status st = dir.verify(path.substr(slash + 1), &manifest);
     if (!st.ok()) fail(st);
-    step = manifest.step;
   } else if (!settings_.checkpoint_dir.empty()) {
     CheckpointDir dir(settings_.checkpoint_dir);
     std::optional<CheckpointInfo> found;  // verified by latest_valid()
@@ -308,9 +403,23 @@ int64_t Runtime::resume() {
     Status st = dir.latest_valid(&found, &warnings);
     for (const auto& w : warnings) log("warning: " + w);
     if (!st.ok()) fail(st);
+    if (grouped()) {
+      // Every rank must resume from the same step: the newest one every rank can load.
+      std::set<int64_t> loadable;
+      for (const auto& c : dir.list()) {
+        Manifest m;
+        if (dir.verify(c.name, &m).ok() && (!m.sharded || m.world_size == settings_.world_size)) loadable.insert(c.step);
+      }
+      int64_t agreed = -1;
+      st = group_->agree_on_resume(loadable, &agreed);
+      if (!st.ok()) fail(st);
+      found.reset();
+      if (agreed >= 0) found = CheckpointInfo{CheckpointDir::name_for(agreed), dir.root() + "/" + CheckpointDir::name_for(agreed), agreed};
+    }
     if (found) {
       path = found->path;
-      step = found->step;
+      st = dir.verify(found->name, &manifest);
+      if (!st.ok()) fail(st);
     }
   }
   if (path.empty()) {
@@ -319,16 +428,17 @@ int64_t Runtime::resume() {
   }
   for (const auto& t : tracked_) {
     torch::serialize::InputArchive archive;
-    archive.load_from(path + "/" + t.name + ".pt");
+    archive.load_from(load_path(path, manifest, t.name + ".pt"));
     t.load(archive);
   }
   {
     torch::serialize::InputArchive archive;
-    archive.load_from(path + "/rng.pt");
+    archive.load_from(load_path(path, manifest, "rng.pt"));
     load_rng(archive);
   }
-  log("resumed from " + path + " at step " + std::to_string(step));
-  return step;
+  epoch_ = manifest.epoch;
+  log("resumed from " + path + " at step " + std::to_string(manifest.step));
+  return manifest.step;
 }
 
 bool Runtime::step_end(int64_t step) {
@@ -338,7 +448,17 @@ bool Runtime::step_end(int64_t step) {
     gate.wait_while_paused();
     log("resumed at the end of step " + std::to_string(step));
   }
-  if (gate.exit_requested()) {
+  bool checkpoint = settings_.checkpoint_every > 0 && step % settings_.checkpoint_every == 0;
+  bool exit = gate.exit_requested();
+  if (grouped()) {
+    GroupDecision d;
+    Status st = group_->vote(settings_.mode, checkpoint, exit, &d);
+    if (!st.ok()) fail(st);
+    if (d.exit && !exit) log("exit requested by another rank at step " + std::to_string(step));
+    checkpoint = d.checkpoint;
+    exit = d.exit;
+  }
+  if (exit) {
     if (settings_.checkpoint_dir.empty()) {
       log("exit requested at step " + std::to_string(step) + ", but HYDRO_CKPT_DIR is not set: no checkpoint");
       return false;
@@ -347,12 +467,24 @@ bool Runtime::step_end(int64_t step) {
       log("exit requested at step " + std::to_string(step) + "; rank 0 writes the checkpoint");
       return false;
     }
-    std::string path = save(step);
+    // Waits for an async write in flight, then writes this one here, before the process exits.
+    try {
+      wait_idle();
+    } catch (const std::exception& e) {
+      log(std::string("warning: ") + e.what() + "; writing the exit checkpoint anyway");
+    }
+    std::string path;
+    if (settings_.mode == CheckpointMode::async) {
+      path = save_async(step, false);
+      wait_idle();
+    } else {
+      path = save(step);
+    }
     log("checkpoint of step " + std::to_string(step) + " committed in " + path + "; exiting with status " +
         std::to_string(kExitRequeue) + " (requeue)");
     return false;
   }
-  if (settings_.checkpoint_every > 0 && step % settings_.checkpoint_every == 0) save(step);
+  if (checkpoint) save(step);
   return true;
 }
 

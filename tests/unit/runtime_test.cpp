@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <atomic>
+#include <fstream>
 #include <chrono>
 #include <random>
 #include <thread>
@@ -357,6 +358,7 @@ TEST_F(RuntimeTest, OnlyRankZeroWritesCheckpoints) {
   Settings s = settings(dir.path + "/ck");
   s.rank = 1;
   s.world_size = 2;
+  s.mode = CheckpointMode::async;  // replicated state: rank 0 alone writes (sync modes shard)
   Runtime rt(s);
   auto model = make_model();
   rt.track("model", *model);
@@ -475,6 +477,105 @@ TEST_F(RuntimeTest, AtomicSaveWritesWhatTorchLoadReadsAndLeavesNoTemporary) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("create " + dir.path + "/missing/.model.pt.tmp-"), std::string::npos)
         << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace hydro
+
+namespace hydro {
+namespace {
+
+torch::nn::Sequential make_bn_model() {
+  return torch::nn::Sequential(torch::nn::Linear(8, 32), torch::nn::BatchNorm1d(32), torch::nn::ReLU(),
+                               torch::nn::Linear(32, 4));
+}
+
+std::vector<torch::Tensor> state_of(torch::nn::Module& m) {
+  std::vector<torch::Tensor> out;
+  for (const auto& p : m.parameters()) out.push_back(p.detach().clone());
+  for (const auto& b : m.buffers()) out.push_back(b.detach().clone());
+  return out;
+}
+
+// Async: save() copies the state and returns; training goes on while a background thread writes.
+// The checkpoint holds the state as it was at save() (weights, BatchNorm buffers, Adam's moments),
+// so resuming from it and training on gives the same bits as the run that never stopped.
+TEST_F(RuntimeTest, AsyncSaveWritesTheStateAsItWasAtSaveWhileTrainingGoesOn) {
+  for (bool adam : {true, false}) {
+    test::TempDir t;
+    Settings s = settings(t.path);
+    s.mode = CheckpointMode::async;
+    torch::manual_seed(3);
+    auto a = make_bn_model();
+    std::unique_ptr<torch::optim::Optimizer> opt_a;
+    if (adam) opt_a = std::make_unique<torch::optim::Adam>(a->parameters(), torch::optim::AdamOptions(0.01));
+    else opt_a = std::make_unique<torch::optim::SGD>(a->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+    std::vector<torch::Tensor> after;
+    {
+      Runtime rt(s);
+      rt.track("model", *a);
+      rt.track("optimizer", *opt_a);
+      for (int i = 0; i < 3; ++i) train_step(a, *opt_a);
+      rt.set_epoch(7);
+      EXPECT_EQ(rt.save(3), t.path + "/step-000000000003");
+      for (int i = 0; i < 4; ++i) train_step(a, *opt_a);  // while the write may be in flight
+      rt.wait_idle();
+      after = state_of(*a);
+    }
+    torch::manual_seed(42);
+    auto b = make_bn_model();
+    std::unique_ptr<torch::optim::Optimizer> opt_b;
+    if (adam) opt_b = std::make_unique<torch::optim::Adam>(b->parameters(), torch::optim::AdamOptions(0.01));
+    else opt_b = std::make_unique<torch::optim::SGD>(b->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+    Runtime rt(s);
+    rt.track("model", *b);
+    rt.track("optimizer", *opt_b);
+    EXPECT_EQ(rt.resume(), 3);
+    EXPECT_EQ(rt.epoch(), 7);
+    for (int i = 0; i < 4; ++i) train_step(b, *opt_b);
+    auto got = state_of(*b);
+    ASSERT_EQ(got.size(), after.size());
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(same_bits(got[i], after[i])) << (adam ? "adam " : "sgd ") << i;
+  }
+}
+
+TEST_F(RuntimeTest, AsyncTermWaitsForTheWriteInFlightThenCommitsItsOwn) {
+  test::TempDir t;
+  Settings s = settings(t.path);
+  s.mode = CheckpointMode::async;
+  Runtime rt(s);
+  auto model = make_model();
+  torch::Tensor extra = torch::randn({1000, 100});
+  rt.track("model", *model);
+  rt.track("extra", extra);
+  rt.save(2);
+  ::kill(::getpid(), SIGTERM);
+  ASSERT_TRUE(eventually([] { return PauseGate::instance().exit_requested(); }));
+  EXPECT_FALSE(rt.step_end(3));  // returns once step 3 is committed
+  CheckpointDir dir(t.path);
+  EXPECT_TRUE(dir.verify("step-000000000002").ok());
+  EXPECT_TRUE(dir.verify("step-000000000003").ok());
+  std::string latest;
+  ASSERT_TRUE(posix_fs().read_link(t.path + "/latest", &latest).ok());
+  EXPECT_EQ(latest, "step-000000000003");
+}
+
+TEST_F(RuntimeTest, AFailedAsyncWriteIsThrownByTheNextSave) {
+  test::TempDir t;
+  { std::ofstream(t.path + "/file") << "x"; }
+  Settings s = settings(t.path + "/file/ck");  // cannot be created: a file is in the way
+  s.mode = CheckpointMode::async;
+  Runtime rt(s);
+  auto model = make_model();
+  rt.track("model", *model);
+  rt.save(1);  // returns at once; the write fails in the background
+  try {
+    rt.save(2);
+    FAIL() << "no error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("hydro: async checkpoint failed: "), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(t.path + "/file/ck"), std::string::npos) << e.what();
   }
 }
 

@@ -18,9 +18,17 @@
 //
 // SIGTERM: the current step finishes, step_end() commits a checkpoint and returns false.
 //
-// Several ranks (WORLD_SIZE or SLURM_STEP_NUM_TASKS above 1): only rank 0 writes checkpoints, and every
-// rank resumes from them. So the tracked state must be the same on every rank, as in data-parallel
-// training (hydro/distributed.h); give each rank's data its own generator, not the global one.
+// Several ranks (WORLD_SIZE or SLURM_STEP_NUM_TASKS above 1), by HYDRO_CKPT_MODE (hydro/settings.h):
+//   sync_any (default), sync_all: the ranks vote at every step_end() through a TCPStore that rank 0
+//     serves at MASTER_ADDR:MASTER_PORT+1; when the vote says so, every rank writes its own shard
+//     (all its tracked state and RNG) into rank-R/ of one checkpoint, committed when every shard is
+//     durable (hydro/checkpoint_group.h), and every rank resumes from its own shard.
+//   async: only rank 0 writes, and every rank resumes from rank 0's state: the tracked state must
+//     then be the same on every rank, as in data-parallel training (hydro/distributed.h).
+//
+// HYDRO_CKPT_MODE=async: save() copies the state into reused host buffers and returns; a background
+// thread writes and commits it. The next save(), a SIGTERM checkpoint, wait_idle() and the
+// destructor wait for it; a failure of the background write is thrown by the next of these.
 //
 // Errors throw std::runtime_error whose message names the file or setting.
 #pragma once
@@ -34,9 +42,15 @@
 #include <thread>
 
 #include "hydro/exit_codes.h"
+#include "hydro/manifest.h"
 #include "hydro/settings.h"
 
 namespace hydro {
+
+class RankStore;
+class CheckpointGroup;
+class TensorPool;
+struct Captured;
 
 class Runtime {
  public:
@@ -62,13 +76,19 @@ class Runtime {
   // checkpoint because SIGTERM (checkpoint_exit) arrived: the caller exits with kExitRequeue.
   bool step_end(int64_t step);
 
-  // Commits a checkpoint of the tracked state now. Returns its directory ("" on ranks other
-  // than 0, which write nothing). `keep_always` (force_save): HYDRO_KEEP_LAST never removes it.
+  // Commits a checkpoint of the tracked state now (in async mode: starts it). Returns its directory
+  // ("" on ranks that write nothing). `keep_always` (force_save): HYDRO_KEEP_LAST never removes it.
+  // In sync modes with several ranks, every rank must call it for the same step.
   std::string save(int64_t step, bool keep_always = false);
-  // True on the rank that writes checkpoints, when HYDRO_CKPT_DIR is set.
+  // True on a rank that writes checkpoints, when HYDRO_CKPT_DIR is set.
   bool writes_checkpoints() const;
 
-  // Waits for background work that save() left running (removing old checkpoints).
+  // The epoch recorded in the next checkpoint's manifest; resume() restores it.
+  void set_epoch(int64_t epoch) { epoch_ = epoch; }
+  int64_t epoch() const { return epoch_; }
+
+  // Waits for background work that save() left running (an async write, removing old
+  // checkpoints). Throws if an async write failed.
   void wait_idle();
 
   const Settings& settings() const { return settings_; }
@@ -78,10 +98,22 @@ class Runtime {
     std::string name;
     std::function<void(torch::serialize::OutputArchive&)> save;
     std::function<void(torch::serialize::InputArchive&)> load;
+    // Async mode: copies the state into the pool and returns what writes the copy.
+    std::function<Captured(TensorPool&)> capture;
   };
   void add(Tracked t);
+  std::string save_async(int64_t step, bool keep_always);
+  void start_pruner();
+  std::string load_path(const std::string& checkpoint, const Manifest& manifest, const std::string& file) const;
+  bool grouped() const { return group_ != nullptr; }
   Settings settings_;
   std::vector<Tracked> tracked_;
+  int64_t epoch_ = 0;
+  std::unique_ptr<RankStore> store_;
+  std::unique_ptr<CheckpointGroup> group_;  // sync modes with several ranks
+  std::unique_ptr<TensorPool> pool_;        // async mode: host copies, reused
+  std::thread persist_;                     // async mode: the write in flight
+  std::string persist_error_;
   // Deleting old checkpoints (HYDRO_KEEP_LAST) runs here after save() returns, so training goes on
   // meanwhile; the next save() waits for it, so it never races a commit.
   std::thread pruner_;
