@@ -3,6 +3,7 @@
 #include "hydro/runtime.h"
 
 #include <ATen/record_function.h>
+#include <signal.h>
 #include <sys/syscall.h>
 #include <torch/cuda.h>
 #include <unistd.h>
@@ -128,6 +129,13 @@ Status write_archive(CheckpointWriter& writer, const std::string& name,
 Status write_captured(CheckpointWriter& writer, const std::string& name, const Captured& c) {
   if (c.bytes) return writer.write_file(name, *c.bytes);
   return write_archive(writer, name, c.write);
+}
+
+// Test hook: HYDRO_TEST_KILL_IN_SAVE=RANK:STEP makes that rank die (SIGKILL) after writing the
+// first file of its checkpoint of that step, so tests can kill a rank mid-save deterministically.
+bool killed_in_save_for_test(int rank, int64_t step) {
+  const char* v = std::getenv("HYDRO_TEST_KILL_IN_SAVE");
+  return v && std::string(v) == std::to_string(rank) + ":" + std::to_string(step);
 }
 
 std::string host_name() {
@@ -319,7 +327,10 @@ std::string Runtime::save(int64_t step, bool keep_always) {
   // Several ranks: the committing rank prunes as part of its commit; one rank: a background thread.
   CheckpointDir dir(settings_.checkpoint_dir, posix_fs(), grouped() ? settings_.keep_last : 0);
   auto fill = [&](CheckpointWriter& w) -> Status {
-    for (const auto& t : tracked_) HYDRO_RETURN_IF_ERROR(write_archive(w, t.name + ".pt", t.save));
+    for (const auto& t : tracked_) {
+      HYDRO_RETURN_IF_ERROR(write_archive(w, t.name + ".pt", t.save));
+      if (killed_in_save_for_test(settings_.rank, step)) ::raise(SIGKILL);
+    }
     return write_archive(w, "rng.pt", save_rng);
   };
   CheckpointInfo info;

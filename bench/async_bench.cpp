@@ -1,0 +1,105 @@
+// The training stall of an async checkpoint (HYDRO_CKPT_MODE=async), measured side by side in one
+// run, interleaved, for several state sizes (a model whose SGD momentum doubles its bytes):
+//   memcpy  a plain copy of the same number of bytes into a buffer allocated once and reused;
+//   stall   hydro::Runtime::save() in async mode: the time the training thread waits (copying the
+//           parameters and optimizer state into reused host buffers); the write runs in the
+//           background and is waited for, untimed, before the next variant;
+//   sync    the synchronous durable save of the same state, for scale.
+// Prints medians and the median of the per-round stall/memcpy ratios.
+// Usage: hydro-bench-async [DIR] [MB...]
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "hydro/durable_fs.h"
+#include "hydro/runtime.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double secs(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+struct Model : torch::nn::Module {
+  explicit Model(int64_t bytes) {
+    const int64_t per = 16 << 20;
+    for (int64_t i = 0; bytes > 0; ++i, bytes -= per)
+      register_parameter("w" + std::to_string(i), torch::rand({std::min(per, bytes) / 4}));
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string dir = argc > 1 ? argv[1] : "/tmp/hydro-bench-async";
+  std::vector<int64_t> sizes_mb;
+  for (int i = 2; i < argc; ++i) sizes_mb.push_back(std::atoll(argv[i]));
+  if (sizes_mb.empty()) sizes_mb = {10, 100, 1000, 2000};
+  torch::set_num_threads(1);
+  (void)hydro::posix_fs().remove_tree(dir);
+  std::printf("directory %s; state = parameters + SGD momentum\n", dir.c_str());
+  std::printf("%8s %5s | %9s %9s %9s | %13s\n", "state", "runs", "memcpy s", "stall s", "sync s", "stall/memcpy");
+  std::mt19937 rng(1);
+  for (int64_t mb : sizes_mb) {
+    const int64_t bytes = mb * 1000 * 1000;
+    Model model(bytes / 2);
+    torch::optim::SGD opt(model.parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
+    for (auto& p : model.parameters()) p.mutable_grad() = torch::zeros_like(p);
+    opt.step();  // creates the momentum buffers
+    std::vector<char> src(static_cast<size_t>(bytes), 'x'), dst(static_cast<size_t>(bytes), 'y');
+    hydro::Settings as, ss;
+    as.checkpoint_dir = dir + "/async";
+    ss.checkpoint_dir = dir + "/sync";
+    as.keep_last = ss.keep_last = 1;
+    as.pause = ss.pause = false;
+    as.mode = hydro::CheckpointMode::async;
+    hydro::Runtime async_rt(as), sync_rt(ss);
+    for (auto* rt : {&async_rt, &sync_rt}) {
+      rt->track("model", model);
+      rt->track("optimizer", opt);
+    }
+    int64_t step = 0;
+    async_rt.save(step++);  // warm up: the reused buffers are allocated and touched once
+    async_rt.wait_idle();
+    const int runs = mb >= 1000 ? 3 : 7;
+    std::vector<double> copy_t, stall_t, sync_t, ratio;
+    for (int r = 0; r < runs; ++r) {
+      double t[3];
+      int order[3] = {0, 1, 2};
+      std::shuffle(order, order + 3, rng);
+      for (int v : order) {
+        auto t0 = Clock::now();
+        if (v == 0) {
+          std::memcpy(dst.data(), src.data(), src.size());
+          t[0] = secs(t0);
+        } else if (v == 1) {
+          async_rt.save(step++);
+          t[1] = secs(t0);
+          async_rt.wait_idle();
+        } else {
+          sync_rt.save(step++);
+          t[2] = secs(t0);
+          sync_rt.wait_idle();
+        }
+      }
+      copy_t.push_back(t[0]);
+      stall_t.push_back(t[1]);
+      sync_t.push_back(t[2]);
+      ratio.push_back(t[1] / t[0]);
+    }
+    std::printf("%6lldMB %5d | %9.4f %9.4f %9.3f | %12.2fx\n", static_cast<long long>(mb), runs, median(copy_t),
+                median(stall_t), median(sync_t), median(ratio));
+    std::fflush(stdout);
+  }
+  (void)hydro::posix_fs().remove_tree(dir);
+  return 0;
+}
