@@ -49,7 +49,7 @@ SCRIPT
     grep -q "resumed from $ck/step-0*$exit_step at step $exit_step" "$(rank_log "$mode" $r)" ||
       fail "$mode: rank $r did not resume from step $exit_step"
   done
-  manifest=$ck/step-$(printf %012d "$exit_step")/manifest.json
+  manifest=$ck/latest/manifest.json  # (step $exit_step itself may be pruned by keep_last by now)
   grep -q '"sharded": true' "$manifest" && grep -q '"rank-0/model.pt"' "$manifest" && grep -q '"rank-1/model.pt"' "$manifest" ||
     fail "$mode: $manifest does not list both ranks' shards"
   "$build/ctl/hydroctl" status "$ck" | sed 's/^/    | /'

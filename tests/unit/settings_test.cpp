@@ -48,6 +48,23 @@ TEST(Settings, BadValuesNameTheVariable) {
   EXPECT_EQ(parse({{"HYDRO_KEEP_LAST", "5x"}}, &s).message(), "HYDRO_KEEP_LAST='5x' is not a whole number");
   EXPECT_EQ(parse({{"HYDRO_CUDA_RELEASE", "maybe"}}, &s).message(), "HYDRO_CUDA_RELEASE: 'maybe' is not on or off");
   EXPECT_EQ(parse({{"HYDRO_SIGNALS", "pause=NOPE"}}, &s).message(), "HYDRO_SIGNALS: unknown signal 'NOPE'");
+  EXPECT_EQ(parse({{"HYDRO_CKPT_MODE", "sync"}}, &s).message(),
+            "HYDRO_CKPT_MODE='sync' is not sync_any, sync_all or async");
+  EXPECT_EQ(parse({{"HYDRO_STORE_TIMEOUT", "0"}}, &s).message(), "HYDRO_STORE_TIMEOUT=0 is out of range [1, 604800]");
+}
+
+TEST(Settings, CheckpointModeAndStoreTimeout) {
+  Settings s;
+  ASSERT_TRUE(parse({}, &s).ok());
+  EXPECT_EQ(s.mode, CheckpointMode::sync_any);
+  EXPECT_EQ(s.store_timeout_s, 1800);
+  for (auto [text, mode] : {std::pair<const char*, CheckpointMode>{"sync_any", CheckpointMode::sync_any},
+                            {"sync_all", CheckpointMode::sync_all}, {"async", CheckpointMode::async}}) {
+    ASSERT_TRUE(parse({{"HYDRO_CKPT_MODE", text}, {"HYDRO_STORE_TIMEOUT", "30"}}, &s).ok());
+    EXPECT_EQ(s.mode, mode);
+    EXPECT_STREQ(mode_name(s.mode), text);
+    EXPECT_EQ(s.store_timeout_s, 30);
+  }
 }
 
 }  // namespace
