@@ -275,6 +275,11 @@ void Runtime::track(const std::string& name, torch::optim::Optimizer& optimizer)
        [&optimizer, name](TensorPool& pool) { return capture_optimizer(name, optimizer, pool); }});
 }
 
+void Runtime::track(const std::string& name, torch::data::samplers::Sampler<>& sampler) {
+  add({name, [&sampler](auto& a) { sampler.save(a); }, [&sampler](auto& a) { sampler.load(a); },
+       [&sampler](TensorPool&) { return capture_bytes([&sampler](torch::serialize::OutputArchive& a) { sampler.save(a); }); }});
+}
+
 void Runtime::track(const std::string& name, torch::Tensor& tensor) {
   add({name, [&tensor](auto& a) { a.write("tensor", tensor); }, [&tensor](auto& a) { a.read("tensor", tensor); },
        [&tensor, name](TensorPool& pool) {

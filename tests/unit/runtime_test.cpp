@@ -561,6 +561,29 @@ TEST_F(RuntimeTest, AsyncTermWaitsForTheWriteInFlightThenCommitsItsOwn) {
   EXPECT_EQ(latest, "step-000000000003");
 }
 
+TEST_F(RuntimeTest, ASamplersPositionIsSavedAndRestored) {
+  test::TempDir t;
+  for (auto mode : {CheckpointMode::sync_any, CheckpointMode::async}) {
+    Settings s = settings(t.path + "/" + mode_name(mode));
+    s.mode = mode;
+    torch::data::samplers::SequentialSampler a(100);
+    {
+      Runtime rt(s);
+      rt.track("sampler", a);
+      a.next(30);
+      rt.save(1);
+      rt.wait_idle();
+    }
+    torch::data::samplers::SequentialSampler b(100);
+    Runtime rt(s);
+    rt.track("sampler", b);
+    EXPECT_EQ(rt.resume(), 1);
+    auto got = b.next(1);
+    ASSERT_TRUE(got);
+    EXPECT_EQ((*got)[0], 30u) << mode_name(mode);
+  }
+}
+
 TEST_F(RuntimeTest, AFailedAsyncWriteIsThrownByTheNextSave) {
   test::TempDir t;
   { std::ofstream(t.path + "/file") << "x"; }

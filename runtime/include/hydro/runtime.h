@@ -65,6 +65,9 @@ class Runtime {
   void track(const std::string& name, torch::optim::Optimizer& optimizer);
   // User extras: a named tensor (resume() replaces it with the saved one) and a string.
   void track(const std::string& name, torch::Tensor& tensor);
+  // A data sampler's position (its save()/load()), e.g. hydro's interruptible samplers: resume()
+  // continues the epoch at the next sample.
+  void track(const std::string& name, torch::data::samplers::Sampler<>& sampler);
   void track(const std::string& name, std::string& value);
 
   // Restores the tracked state and the CPU RNG from HYDRO_RESUME_FROM, else from the newest
