@@ -1,9 +1,12 @@
 // hydroctl: act on a running hydro job, or inspect its checkpoints. Core only, never libtorch.
 //
-//   hydroctl pause|resume JOBID        scancel --full --signal=USR1|USR2 JOBID (Slurm checks the owner)
-//   hydroctl pause|resume --pid PID    kill(PID, SIGUSR1|SIGUSR2), for its owner or root only
-//   hydroctl status DIR                the checkpoints in DIR, verified
+//   hydroctl pause|resume|checkpoint JOBID      scancel --full --signal=USR1|USR2|WINCH JOBID
+//   hydroctl pause|resume|checkpoint --pid PID  kill(PID, ...)
+//   hydroctl status DIR|JOBID                   the checkpoints, verified
+// Only the owner of the job or process, or root, may act: hydroctl refuses anyone else itself,
+// before Slurm or the kernel would.
 #include <CLI/CLI.hpp>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,6 +16,9 @@
 #include <string>
 
 #include "hydro/signal_map.h"
+#include "hydro/subprocess.h"
+#include "job_lookup.h"
+#include "plugin_config.h"
 #include "status_table.h"
 
 namespace {
@@ -48,57 +54,104 @@ int signal_pid(pid_t pid, int sig, const char* what) {
   return 0;
 }
 
-int signal_job(const std::string& job, int sig, const char* what, const std::string& scancel) {
-  std::string arg = "--signal=" + hydro::signal_name(sig).substr(3);
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    // --full reaches the batch shell (hydro-launch forwards it), its children and every step.
-    ::execlp(scancel.c_str(), scancel.c_str(), "--full", arg.c_str(), job.c_str(), static_cast<char*>(nullptr));
-    std::fprintf(stderr, "hydroctl: cannot run %s: %s\n", scancel.c_str(), std::strerror(errno));
-    ::_exit(127);
-  }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    return fail(std::string("could not ") + what + " job " + job + " (see scancel's message above)");
+struct Tools {
+  std::string scancel = "scancel";
+  std::string scontrol = "scontrol";
+  std::string config = "/etc/hydro/hydro.yaml";
+};
+
+int check_owner(const Tools& t, const std::string& job, const char* what, hydro::ctl::JobOwner* owner) {
+  hydro::Status st = hydro::ctl::job_owner(t.scontrol, job, owner);
+  if (!st.ok()) return fail(st.message());
+  if (::getuid() != 0 && owner->uid != ::getuid())
+    return fail("job " + job + " belongs to " + owner->user + " (uid " + std::to_string(owner->uid) +
+                "); only its owner or root may " + what + " it");
+  return 0;
+}
+
+int signal_job(const Tools& t, const std::string& job, int sig, const char* what) {
+  hydro::ctl::JobOwner owner;
+  if (int rc = check_owner(t, job, what, &owner)) return rc;
+  // By number: scancel knows few names (not WINCH).
+  std::string arg = "--signal=" + std::to_string(sig);
+  std::string ignored;
+  // --full reaches the batch shell (hydro-launch forwards it), its children and every step.
+  int rc = hydro::run_capture({t.scancel, "--full", arg, job}, &ignored);
+  if (rc != 0) return fail(std::string("could not ") + what + " job " + job + " (see scancel's message above)");
   std::printf("hydroctl: sent %s to job %s (%s)\n", hydro::signal_name(sig).c_str(), job.c_str(), what);
   return 0;
+}
+
+// The job's checkpoint directory from the admin's template (the YAML's checkpoint_dir).
+int job_dir(const Tools& t, const std::string& job, std::string* dir) {
+  hydro::ctl::JobOwner owner;
+  if (int rc = check_owner(t, job, "inspect", &owner)) return rc;
+  hydro::spank::JobSettings s;
+  hydro::Status st = hydro::spank::PluginConfig::load_yaml(t.config, &s);
+  if (!st.ok()) return fail(st.message());
+  if (!s.checkpoint_dir)
+    return fail(t.config + " has no checkpoint_dir; give the job's checkpoint directory instead of its id");
+  st = hydro::spank::expand_template(*s.checkpoint_dir, owner.user, owner.uid,
+                                     static_cast<unsigned>(std::stoul(job)), dir);
+  if (!st.ok()) return fail(t.config + ": checkpoint_dir: " + st.message());
+  return 0;
+}
+
+bool is_job_id(const std::string& s) {
+  return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos && s.size() < 10;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"hydroctl: pause or resume a hydro training job, or list its checkpoints.", "hydroctl"};
+  CLI::App app{"hydroctl: pause, resume or checkpoint a hydro training job, or list its checkpoints. "
+               "Only the job's owner or root may act on it.",
+               "hydroctl"};
   app.require_subcommand(1);
-  std::string scancel = "scancel";
-  app.add_option("--scancel", scancel, "scancel to run for a job")->capture_default_str();
+  Tools tools;
+  app.add_option("--scancel", tools.scancel, "scancel to run for a job")->capture_default_str();
+  app.add_option("--scontrol", tools.scontrol, "scontrol to ask for a job's owner")->capture_default_str();
+  app.add_option("--config", tools.config, "The admin's hydro YAML, for `status JOBID`")->capture_default_str();
   int rc = 0;
-  for (const char* verb : {"pause", "resume"}) {
-    auto* cmd = app.add_subcommand(verb, std::string(verb) == "pause"
-                                             ? "Pause at the next operator (SIGUSR1)"
-                                             : "Resume a paused job (SIGUSR2)");
+  struct Verb {
+    const char* name;
+    int sig;
+    const char* help;
+  };
+  static const Verb verbs[] = {
+      {"pause", SIGUSR1, "Pause at the next operator (SIGUSR1)"},
+      {"resume", SIGUSR2, "Resume a paused job (SIGUSR2)"},
+      {"checkpoint", SIGWINCH, "Checkpoint at the end of the current step and go on (SIGWINCH)"},
+  };
+  for (const auto& verb : verbs) {
+    auto* cmd = app.add_subcommand(verb.name, verb.help);
     auto* target = new std::string;
     auto* pid = new int(0);
     cmd->add_option("JOBID", *target, "Slurm job id: signals its batch shell, its children and its steps");
-    cmd->add_option("--pid", *pid, "A process instead of a job: only its owner or root may signal it");
-    cmd->callback([=, &rc, &scancel] {
-      int sig = std::string(verb) == "pause" ? SIGUSR1 : SIGUSR2;
+    cmd->add_option("--pid", *pid, "A process instead of a job");
+    cmd->callback([=, &rc, &tools] {
       if (*pid > 0 && !target->empty()) rc = fail("give a JOBID or --pid, not both");
-      else if (*pid > 0) rc = signal_pid(*pid, sig, verb);
+      else if (*pid > 0) rc = signal_pid(*pid, verb.sig, verb.name);
       else if (!target->empty()) {
         if (target->find_first_not_of("0123456789_") != std::string::npos)
           rc = fail("JOBID '" + *target + "' is not a job id");
-        else rc = signal_job(*target, sig, verb, scancel);
-      } else rc = fail(std::string(verb) + ": give a JOBID or --pid PID");
+        else rc = signal_job(tools, *target, verb.sig, verb.name);
+      } else rc = fail(std::string(verb.name) + ": give a JOBID or --pid PID");
     });
   }
-  auto* status = app.add_subcommand("status", "List the checkpoints in DIR: step, time, size, verified or corrupt, latest");
-  auto* dir = new std::string;
-  status->add_option("DIR", *dir, "A checkpoint directory (HYDRO_CKPT_DIR)")->required();
-  status->callback([&rc, dir] {
+  auto* status = app.add_subcommand(
+      "status", "List a job's checkpoints: step, time, size, verified or corrupt, latest. DIR is a checkpoint "
+                "directory; JOBID finds it from the admin's checkpoint_dir template in --config");
+  auto* target = new std::string;
+  status->add_option("DIR|JOBID", *target, "A checkpoint directory (HYDRO_CKPT_DIR) or a job id")->required();
+  status->callback([&rc, &tools, target] {
+    std::string dir = *target;
+    if (is_job_id(dir)) {
+      if ((rc = job_dir(tools, *target, &dir))) return;
+      std::printf("job %s: %s\n", target->c_str(), dir.c_str());
+    }
     bool ok = false;
-    std::string table = hydro::ctl::status_table(*dir, &ok);
+    std::string table = hydro::ctl::status_table(dir, &ok);
     std::fputs(table.c_str(), ok ? stdout : stderr);
     rc = ok ? 0 : 1;
   });

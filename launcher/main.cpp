@@ -13,10 +13,17 @@ int main(int argc, char** argv) {
       "hydro-launch: run a training program under Slurm so that suspend, requeue and preemption cost "
       "it nothing.\n\n"
       "Resumes the program from the newest valid checkpoint in the checkpoint directory (it sets "
-      "HYDRO_RESUME_FROM and HYDRO_CKPT_DIR for it), forwards SIGTSTP, SIGCONT, SIGTERM, SIGUSR1, SIGUSR2, "
+      "HYDRO_RESUME_FROM and HYDRO_CKPT_DIR for it), forwards SIGTSTP, SIGCONT, SIGTERM, SIGUSR1, SIGUSR2, SIGWINCH, "
       "SIGINT, SIGHUP and SIGQUIT to it, and when the program exits with status " +
           std::to_string(hydro::kExitRequeue) +
           " (checkpointed, run me again) without Slurm ending the job, runs `scontrol requeue $SLURM_JOB_ID`.\n\n"
+          "With --watchdog-file, serves torch elastic's FileTimerServer protocol on that FIFO: workers arm "
+          "timers (torch.distributed.elastic.timer.FileTimerClient, or hydro::WatchdogClient/ScopedTimer) "
+          "and when one expires hydro-launch sends the timer's signal (SIGKILL by default) to the worker's "
+          "whole process group, then treats the program's end as a hang: it requeues the job (up to "
+          "--max-restarts times) and exits with status " +
+          std::to_string(hydro::kExitRequeue) + ", or " + std::to_string(hydro::kExitWatchdog) +
+          " once the restarts are used up.\n\n"
           "In a batch script, `exec hydro-launch ...` (or `srun hydro-launch ...`) so that Slurm's signals "
           "reach it under proctrack/cgroup.",
       "hydro-launch"};
@@ -28,6 +35,24 @@ int main(int argc, char** argv) {
   app.add_option("--requeue-signal", requeue_signal,
                  "On this signal (e.g. URG, sent by `sbatch --signal=B:URG@120` before the time limit), ask "
                  "the program to checkpoint and exit, then requeue the job. It is not forwarded");
+  app.add_option("--watchdog-file", o.watchdog_file,
+                 "Watchdog timer FIFO, absolute path (default: no watchdog). Created with mode 0600 if absent "
+                 "and removed at exit; an existing FIFO of yours is used and kept; a symlink or any other file is refused. "
+                 "Exported to the program as HYDRO_WATCHDOG_FILE and TORCHELASTIC_TIMER_FILE");
+  if (const char* m = std::getenv("HYDRO_MAX_RESTARTS"); m && *m) {
+    int n = hydro::launcher::parse_restart_count(m);
+    if (n < 0) {
+      std::fprintf(stderr, "hydro-launch: HYDRO_MAX_RESTARTS='%s' is not a whole number\n", m);
+      return 2;
+    }
+    o.max_restarts = n;
+  }
+  app.add_option("--max-restarts", o.max_restarts,
+                 "hydro-launch's own requeues (the time limit's --requeue-signal, a program asking to be run "
+                 "again, a watchdog expiry) happen only while SLURM_RESTART_COUNT is below this (default: "
+                 "$HYDRO_MAX_RESTARTS, which the SPANK plugin sets from --hydro-max-restarts or the admin's "
+                 "max_restarts, else 3). Requeues by Slurm (scontrol requeue, preemption) are not counted against it")
+      ->capture_default_str();
   app.add_option("--scontrol", o.scontrol, "scontrol to run for the requeue")->capture_default_str();
   app.add_option("command", o.command, "The program and its arguments, after --")->required();
   app.set_version_flag("--version", "hydro-launch " HYDRO_VERSION);
@@ -44,6 +69,14 @@ int main(int argc, char** argv) {
   }
   if (!o.checkpoint_dir.empty() && o.checkpoint_dir[0] != '/') {
     std::fprintf(stderr, "hydro-launch: --checkpoint-dir: '%s' must be an absolute path\n", o.checkpoint_dir.c_str());
+    return 2;
+  }
+  if (!o.watchdog_file.empty() && o.watchdog_file[0] != '/') {
+    std::fprintf(stderr, "hydro-launch: --watchdog-file: '%s' must be an absolute path\n", o.watchdog_file.c_str());
+    return 2;
+  }
+  if (o.max_restarts < 0) {
+    std::fprintf(stderr, "hydro-launch: --max-restarts: %d must be 0 or more\n", o.max_restarts);
     return 2;
   }
   return hydro::launcher::run(o);

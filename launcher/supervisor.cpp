@@ -1,5 +1,6 @@
 #include "supervisor.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
@@ -8,11 +9,15 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <optional>
 
 #include "hydro/checkpoint_dir.h"
 #include "hydro/log.h"
+#include "hydro/exit_codes.h"
 #include "hydro/signal_map.h"
+#include "preemption.h"
+#include "watchdog.h"
 
 namespace hydro::launcher {
 namespace {
@@ -21,7 +26,7 @@ void say(const std::string& m) { log_line("hydro-launch", m); }
 
 // Signals forwarded to the training program. Under proctrack/cgroup Slurm signals only the direct
 // children of slurmstepd, so the program never sees these unless we pass them on.
-constexpr int kForwarded[] = {SIGTSTP, SIGCONT, SIGTERM, SIGUSR1, SIGUSR2, SIGINT, SIGHUP, SIGQUIT};
+constexpr int kForwarded[] = {SIGTSTP, SIGCONT, SIGTERM, SIGUSR1, SIGUSR2, SIGWINCH, SIGINT, SIGHUP, SIGQUIT};
 
 void prepare_resume(const Options& o) {
   ::unsetenv("HYDRO_RESUME_FROM");
@@ -90,16 +95,48 @@ int run(const Options& o) {
   }
 
   prepare_resume(o);
+  std::unique_ptr<Watchdog> watchdog;
+  if (!o.watchdog_file.empty()) {
+    Status st = Watchdog::open(o.watchdog_file, &watchdog);
+    if (!st.ok()) {
+      say("error: " + st.message());
+      return 2;
+    }
+    // FileTimerClient users read TORCHELASTIC_TIMER_FILE (as under torchrun); hydro::WatchdogClient
+    // reads HYDRO_WATCHDOG_FILE.
+    ::setenv("HYDRO_WATCHDOG_FILE", o.watchdog_file.c_str(), 1);
+    ::setenv("TORCHELASTIC_TIMER_FILE", o.watchdog_file.c_str(), 1);
+    say("watchdog: timers are read from " + o.watchdog_file);
+  }
   pid_t child = spawn(o.command, old_mask);
   if (child < 0) {
     say(std::string("error: fork: ") + std::strerror(errno));
     return 1;
   }
   say("started " + o.command[0] + " as pid " + std::to_string(child));
+  if (watchdog) watchdog->set_child(child);
 
   bool terminating = false;
+  std::string hang;  // set when the watchdog killed a worker: the program's end is a hang
   int status = 0;
   for (;;) {
+    struct pollfd fds[2] = {{sfd, POLLIN, 0}, {watchdog ? watchdog->fd() : -1, POLLIN, 0}};
+    int timeout = watchdog ? watchdog->poll_timeout_ms(Watchdog::Clock::now()) : -1;
+    int r = ::poll(fds, 2, timeout);
+    if (r < 0 && errno != EINTR) {
+      say(std::string("error: poll: ") + std::strerror(errno) + "; killing the program");
+      ::kill(-child, SIGKILL);
+      while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+      }
+      break;
+    }
+    if (watchdog) {
+      if (r > 0 && (fds[1].revents & POLLIN)) watchdog->read_requests();
+      for (const auto& killed : watchdog->check(Watchdog::Clock::now()))
+        if (hang.empty()) hang = killed;
+    }
+    if (r <= 0 || !(fds[0].revents & POLLIN)) continue;
+
     struct signalfd_siginfo si;
     ssize_t n = ::read(sfd, &si, sizeof si);
     if (n < 0 && errno == EINTR) continue;
@@ -125,9 +162,41 @@ int run(const Options& o) {
     say("forwarding " + signal_name(sig) + " to pid " + std::to_string(child));
     ::kill(child, sig);
   }
+  watchdog.reset();  // removes the FIFO if hydro-launch created it
 
   const char* job_id = std::getenv("SLURM_JOB_ID");
-  ExitDecision d = decide_exit(status, terminating, job_id && *job_id);
+  ExitDecision d;
+  const char* restarts_env = std::getenv("SLURM_RESTART_COUNT");
+  int restarts = parse_restart_count(restarts_env);
+  if (restarts < 0) {
+    say(std::string("warning: SLURM_RESTART_COUNT='") + restarts_env + "' is not a number; counting 0 restarts");
+    restarts = 0;
+  }
+  if (hang.empty()) {
+    d = decide_exit(status, terminating, job_id && *job_id);
+    if (d.requeue && restarts >= o.max_restarts) {
+      d.requeue = false;
+      d.why = "the program checkpointed and asks to be run again, but not requeueing: the job has been restarted " +
+              std::to_string(restarts) + " times (SLURM_RESTART_COUNT) and --max-restarts is " +
+              std::to_string(o.max_restarts);
+    }
+    if (terminating && !d.requeue && d.exit_code == kExitRequeue && job_id && *job_id) {
+      std::string when = job_preempt_time(o.scontrol, job_id);
+      if (!when.empty()) {
+        d.requeue = true;
+        d.why = "the program checkpointed; the job is being preempted (PreemptTime=" + when +
+                "): requeueing it now, so that it resumes once the preemptor ends";
+      }
+    }
+  } else {
+    d = decide_watchdog_exit(hang, terminating, job_id && *job_id, restarts, o.max_restarts);
+  }
+  // With several tasks (srun -n N hydro-launch ...), every task's hydro-launch decides the same;
+  // the one of task 0 requeues the job, once.
+  if (const char* procid = std::getenv("SLURM_PROCID"); d.requeue && procid && std::string(procid) != "0") {
+    d.requeue = false;
+    d.why += " (hydro-launch of task 0 runs the requeue)";
+  }
   say(d.why);
   if (d.requeue) {
     int rc = requeue_job(o.scontrol, job_id);

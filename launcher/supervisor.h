@@ -11,6 +11,8 @@ struct Options {
   std::string checkpoint_dir;  // --checkpoint-dir, else $HYDRO_CKPT_DIR; empty = none
   int requeue_signal = 0;      // --requeue-signal: checkpoint, exit, requeue the job (0 = none)
   std::string scontrol = "scontrol";
+  std::string watchdog_file;   // --watchdog-file: the timer FIFO (absolute); empty = no watchdog
+  int max_restarts = 3;        // --max-restarts, $HYDRO_MAX_RESTARTS: hydro-launch's own requeues (SLURM_RESTART_COUNT)
   std::vector<std::string> command;
 };
 
@@ -23,6 +25,13 @@ struct ExitDecision {
 // `terminating`: Slurm sent SIGTERM (requeue, scancel, time limit, preemption): Slurm decides.
 // `in_slurm_job`: SLURM_JOB_ID is set.
 ExitDecision decide_exit(int wait_status, bool terminating, bool in_slurm_job);
+// The program was killed because a watchdog timer expired (`hang` says whose, e.g.
+// "pid 12 scope 'step'"). Requeue while the job's `restart_count` (SLURM_RESTART_COUNT) is below
+// `max_restarts`; beyond it exit kExitWatchdog without a requeue.
+ExitDecision decide_watchdog_exit(const std::string& hang, bool terminating, bool in_slurm_job, int restart_count,
+                                  int max_restarts);
+// SLURM_RESTART_COUNT's value (null or empty = 0) -> restarts; -1 when it is not a number.
+int parse_restart_count(const char* value);
 
 // Runs the command to completion. Returns hydro-launch's exit code.
 int run(const Options& options);

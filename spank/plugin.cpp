@@ -1,5 +1,12 @@
 // spank_hydro.so: the exported SPANK hooks. Each is thin and catches everything: no exception
 // ever unwinds into srun, sbatch, slurmd or slurmstepd.
+//
+//   slurm_spank_init   every context: reads the admin's config (plugstack arguments, YAML) and
+//                      registers the --hydro-* options (srun, sbatch, salloc, slurmstepd).
+//   option callbacks   validate at submit time; in slurmstepd they run again (twice), so they
+//                      only ever assign.
+//   slurm_spank_task_init  per task, as the job's user: the HYDRO_* variables the runtime and
+//                      hydro-launch read, and the per-job checkpoint directory (job_dir.h).
 extern "C" {
 #include <slurm/spank.h>
 #include <slurm/slurm.h>
@@ -10,11 +17,10 @@ extern "C" {
 #include <unistd.h>
 
 #include <cstring>
-#include <optional>
 #include <string>
 #include <vector>
 
-#include "hydro/settings.h"
+#include "job_dir.h"
 #include "plugin_config.h"
 
 // Built with -fvisibility=hidden: only what is marked here is exported (see exports.map too).
@@ -29,31 +35,40 @@ HYDRO_EXPORT extern const unsigned int plugin_version = SLURM_VERSION_NUMBER;
 namespace {
 
 using hydro::Status;
+using hydro::spank::job_setting_specs;
 
 hydro::spank::PluginConfig g_config;
-std::optional<bool> g_pause;  // from --hydro-pause; callbacks may run twice, so only ever assign
+hydro::spank::JobSettings g_options;  // from the command line
+bool g_config_ok = true;
+std::string g_config_error;
 
-int on_pause_option(int, const char* optarg, int) {
+int on_option(int index, const char* optarg, int) {
   try {
-    bool on = false;
-    Status st = hydro::parse_on_off(optarg ? optarg : "", "--hydro-pause", &on);
+    const auto& spec = job_setting_specs().at(static_cast<size_t>(index));
+    std::string where = std::string("--") + spec.option;
+    Status st = hydro::spank::parse_job_setting(spec, optarg ? optarg : "", where, false, &g_options);
     if (!st.ok()) {
-      slurm_error("hydro: option: %s (use --hydro-pause=on or --hydro-pause=off)", st.message().c_str());
+      slurm_error("hydro: option: %s", st.message().c_str());
       return -1;
     }
-    g_pause = on;
     return 0;
   } catch (...) {
-    slurm_error("hydro: option: internal error while parsing --hydro-pause");
+    slurm_error("hydro: option: internal error while parsing a --hydro option");
     return -1;
   }
 }
 
-struct spank_option g_pause_option = {
-    const_cast<char*>("hydro-pause"), const_cast<char*>("on|off"),
-    const_cast<char*>("hydro: pause training at the next operator on suspend, and checkpoint before requeue "
-                      "[on|off]"),
-    1, 0, on_pause_option};
+std::vector<spank_option>& options() {
+  static std::vector<spank_option> opts = [] {
+    std::vector<spank_option> v;
+    const auto& specs = job_setting_specs();
+    for (size_t i = 0; i < specs.size(); ++i)
+      v.push_back({const_cast<char*>(specs[i].option), const_cast<char*>(specs[i].arginfo),
+                   const_cast<char*>(specs[i].help), 1, static_cast<int>(i), on_option});
+    return v;
+  }();
+  return opts;
+}
 
 template <typename F>
 int guarded(const char* phase, F&& f) {
@@ -73,9 +88,9 @@ std::string item_u32(spank_t sp, spank_item_t item) {
   return std::to_string(v);
 }
 
-int set_env(spank_t sp, const char* var, const std::string& value, bool overwrite) {
-  spank_err_t rc = spank_setenv(sp, var, value.c_str(), overwrite ? 1 : 0);
-  if (rc != ESPANK_SUCCESS && rc != ESPANK_ENV_EXISTS) {
+int set_env(spank_t sp, const char* var, const std::string& value) {
+  spank_err_t rc = spank_setenv(sp, var, value.c_str(), 1);
+  if (rc != ESPANK_SUCCESS) {
     slurm_error("hydro: task_init: cannot set %s: %s", var, spank_strerror(rc));
     return -1;
   }
@@ -87,35 +102,48 @@ bool env_set(spank_t sp, const char* var) {
   return spank_getenv(sp, var, buf, sizeof buf) == ESPANK_SUCCESS;
 }
 
+// The admin's checkpoint_dir for this job, made as the job's user (task_init runs as the user).
+int job_dir(spank_t sp, const std::string& job, std::string* dir) {
+  uid_t uid = 0;
+  spank_get_item(sp, S_JOB_UID, &uid);
+  struct passwd pw, *res = nullptr;
+  std::vector<char> buf(16384);
+  std::string user = std::to_string(uid);
+  if (getpwuid_r(uid, &pw, buf.data(), buf.size(), &res) == 0 && res) user = res->pw_name;
+  Status st = hydro::spank::make_job_dir(*g_config.defaults.checkpoint_dir, user, uid,
+                                         static_cast<unsigned>(std::stoul(job.empty() ? "0" : job)), dir);
+  if (!st.ok()) {
+    slurm_error("hydro: task_init: %s", st.message().c_str());
+    return -1;
+  }
+  return 0;
+}
+
 int task_init(spank_t sp) {
-  // Command line beats the environment, which beats the admin's default.
-  if (g_pause) {
-    if (set_env(sp, "HYDRO_PAUSE", *g_pause ? "on" : "off", true)) return -1;
-  } else if (!env_set(sp, "HYDRO_PAUSE")) {
-    if (set_env(sp, "HYDRO_PAUSE", g_config.default_pause ? "on" : "off", true)) return -1;
+  if (!g_config_ok) {
+    slurm_error("hydro: task_init: the admin's hydro config is invalid, so the job cannot start: %s",
+                g_config_error.c_str());
+    return -1;
   }
   std::string job = item_u32(sp, S_JOB_ID);
   uint32_t step = 0;
   spank_get_item(sp, S_JOB_STEPID, &step);
   std::string restart = item_u32(sp, S_SLURM_RESTART_COUNT);
-  if (set_env(sp, "HYDRO_JOB_ID", job, true)) return -1;
-  if (set_env(sp, "HYDRO_STEP_ID", step == SLURM_BATCH_SCRIPT ? "batch" : std::to_string(step), true)) return -1;
-  if (set_env(sp, "HYDRO_RESTART_COUNT", restart.empty() ? "0" : restart, true)) return -1;
-  if (!g_config.checkpoint_dir.empty()) {
-    uid_t uid = 0;
-    spank_get_item(sp, S_JOB_UID, &uid);
-    struct passwd pw, *res = nullptr;
-    std::vector<char> buf(16384);
-    std::string user = std::to_string(uid);
-    if (getpwuid_r(uid, &pw, buf.data(), buf.size(), &res) == 0 && res) user = res->pw_name;
-    std::string dir;
-    Status st = hydro::spank::expand_template(g_config.checkpoint_dir, user, uid,
-                                              static_cast<unsigned>(std::stoul(job.empty() ? "0" : job)), &dir);
-    if (!st.ok()) {
-      slurm_error("hydro: task_init: %s", st.message().c_str());
-      return -1;
+  if (set_env(sp, "HYDRO_JOB_ID", job)) return -1;
+  if (set_env(sp, "HYDRO_STEP_ID", step == SLURM_BATCH_SCRIPT ? "batch" : std::to_string(step))) return -1;
+  if (set_env(sp, "HYDRO_RESTART_COUNT", restart.empty() ? "0" : restart)) return -1;
+
+  // Command line beats the job's environment, which beats the admin's default.
+  for (const auto& spec : job_setting_specs()) {
+    std::string value = hydro::spank::job_setting_value(g_options, spec);
+    if (value.empty() && env_set(sp, spec.env)) continue;
+    if (value.empty() && std::string(spec.key) == "checkpoint_dir" && g_config.defaults.checkpoint_dir) {
+      if (job_dir(sp, job, &value)) return -1;
+    } else if (value.empty()) {
+      value = hydro::spank::job_setting_value(g_config.defaults, spec);
     }
-    if (set_env(sp, "HYDRO_CKPT_DIR", dir, false)) return -1;
+    if (value.empty() && std::string(spec.key) == "default_pause") value = "off";
+    if (!value.empty() && set_env(sp, spec.env, value)) return -1;
   }
   return 0;
 }
@@ -125,17 +153,27 @@ int task_init(spank_t sp) {
 extern "C" HYDRO_EXPORT int slurm_spank_init(spank_t sp, int ac, char** av) {
   return guarded("init", [&] {
     std::vector<std::string> args(av, av + ac);
+    spank_context_t ctx = spank_context();
     Status st = hydro::spank::PluginConfig::parse(args, "plugstack.conf", &g_config);
     if (!st.ok()) {
       slurm_error("hydro: init: %s", st.message().c_str());
-      return -1;
+      // slurmd and the prolog/epilog would stop or drain the node on a failure: the admin sees the
+      // error in the log, and each job step fails in task_init with it instead.
+      if (ctx != S_CTX_LOCAL && ctx != S_CTX_ALLOCATOR && ctx != S_CTX_REMOTE) return 0;
+      if (ctx == S_CTX_REMOTE) {
+        g_config_ok = false;
+        g_config_error = st.message();
+      } else {
+        return -1;  // srun, sbatch, salloc: the user sees it at submit time
+      }
     }
-    spank_context_t ctx = spank_context();
     if (ctx == S_CTX_LOCAL || ctx == S_CTX_REMOTE || ctx == S_CTX_ALLOCATOR) {
-      spank_err_t rc = spank_option_register(sp, &g_pause_option);
-      if (rc != ESPANK_SUCCESS) {
-        slurm_error("hydro: init: cannot register --hydro-pause: %s", spank_strerror(rc));
-        return -1;
+      for (auto& opt : options()) {
+        spank_err_t rc = spank_option_register(sp, &opt);
+        if (rc != ESPANK_SUCCESS) {
+          slurm_error("hydro: init: cannot register --%s: %s", opt.name, spank_strerror(rc));
+          return -1;
+        }
       }
     }
     return 0;

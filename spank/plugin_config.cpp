@@ -3,28 +3,130 @@
 #include "hydro/settings.h"
 
 namespace hydro::spank {
+namespace {
+
+bool has_dotdot(const std::string& path) {
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find('/', start);
+    if (end == std::string::npos) end = path.size();
+    if (path.compare(start, end - start, "..") == 0 && end - start == 2) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
+Status parse_dir(const std::string& value, const std::string& where, bool is_template, std::string* out) {
+  if (value.empty() || value[0] != '/')
+    return Status::invalid_argument(where + "='" + value + "' must be an absolute path");
+  if (has_dotdot(value)) return Status::invalid_argument(where + "='" + value + "' must not contain '..'");
+  for (char c : value)
+    if (static_cast<unsigned char>(c) < 0x20)
+      return Status::invalid_argument(where + "='" + value + "' holds a control character");
+  if (is_template) {
+    std::string probe;
+    Status st = expand_template(value, "u", 0, 0, &probe);
+    if (!st.ok()) return Status::invalid_argument(where + ": " + st.message());
+    if (value.find("%j") == std::string::npos)
+      return Status::invalid_argument(where + "='" + value +
+                                      "' must contain %j, so that each job has its own directory");
+  }
+  *out = value;
+  return Status::OK();
+}
+
+}  // namespace
+
+const std::vector<SettingSpec>& job_setting_specs() {
+  static const std::vector<SettingSpec> specs = {
+      {"default_pause", "hydro-pause", "HYDRO_PAUSE", "on|off",
+       "hydro: pause training at the next operator on suspend, and checkpoint before requeue [on|off]"},
+      {"checkpoint_dir", "hydro-checkpoint-dir", "HYDRO_CKPT_DIR", "DIR",
+       "hydro: the job's checkpoint directory, an absolute path (default: the admin's, per job)"},
+      {"checkpoint_every", "hydro-checkpoint-every", "HYDRO_CKPT_EVERY", "STEPS",
+       "hydro: steps between periodic checkpoints; 0 = only when Slurm ends the job"},
+      {"keep_last", "hydro-keep-last", "HYDRO_KEEP_LAST", "N", "hydro: checkpoints kept; 0 = all"},
+      {"checkpoint_mode", "hydro-checkpoint-mode", "HYDRO_CKPT_MODE", "sync_any|sync_all|async",
+       "hydro: how the ranks checkpoint [sync_any|sync_all|async]"},
+      {"max_restarts", "hydro-max-restarts", "HYDRO_MAX_RESTARTS", "N",
+       "hydro: the most times hydro-launch requeues the job itself"},
+  };
+  return specs;
+}
+
+Status parse_job_setting(const SettingSpec& spec, const std::string& value, const std::string& where,
+                         bool is_template, JobSettings* out) {
+  const std::string key = spec.key;
+  int64_t n = 0;
+  if (key == "default_pause") {
+    bool on = false;
+    HYDRO_RETURN_IF_ERROR(parse_on_off(value, where, &on));
+    out->pause = on;
+  } else if (key == "checkpoint_dir") {
+    std::string dir;
+    HYDRO_RETURN_IF_ERROR(parse_dir(value, where, is_template, &dir));
+    out->checkpoint_dir = dir;
+  } else if (key == "checkpoint_every") {
+    HYDRO_RETURN_IF_ERROR(parse_int(where.c_str(), value, 0, INT64_MAX, &n));
+    out->checkpoint_every = n;
+  } else if (key == "keep_last") {
+    HYDRO_RETURN_IF_ERROR(parse_int(where.c_str(), value, 0, 1000000, &n));
+    out->keep_last = n;
+  } else if (key == "checkpoint_mode") {
+    if (value != "sync_any" && value != "sync_all" && value != "async")
+      return Status::invalid_argument(where + "='" + value + "' is not sync_any, sync_all or async");
+    out->checkpoint_mode = value;
+  } else if (key == "max_restarts") {
+    HYDRO_RETURN_IF_ERROR(parse_int(where.c_str(), value, 0, 1000000, &n));
+    out->max_restarts = n;
+  } else {
+    return Status::invalid_argument(where + ": no such setting");
+  }
+  return Status::OK();
+}
+
+std::string job_setting_value(const JobSettings& s, const SettingSpec& spec) {
+  const std::string key = spec.key;
+  if (key == "default_pause") return s.pause ? (*s.pause ? "on" : "off") : "";
+  if (key == "checkpoint_dir") return s.checkpoint_dir.value_or("");
+  if (key == "checkpoint_every") return s.checkpoint_every ? std::to_string(*s.checkpoint_every) : "";
+  if (key == "keep_last") return s.keep_last ? std::to_string(*s.keep_last) : "";
+  if (key == "checkpoint_mode") return s.checkpoint_mode.value_or("");
+  if (key == "max_restarts") return s.max_restarts ? std::to_string(*s.max_restarts) : "";
+  return "";
+}
 
 Status PluginConfig::parse(const std::vector<std::string>& args, const std::string& where, PluginConfig* out) {
   PluginConfig c;
+  std::vector<std::pair<std::string, std::string>> pairs;
   for (const auto& arg : args) {
     size_t eq = arg.find('=');
     if (eq == std::string::npos)
       return Status::invalid_argument(where + ": spank_hydro.so argument '" + arg + "' is not key=value");
-    std::string key = arg.substr(0, eq), value = arg.substr(eq + 1);
-    if (key == "default_pause") {
-      HYDRO_RETURN_IF_ERROR(parse_on_off(value, where + ": default_pause", &c.default_pause));
-    } else if (key == "checkpoint_dir") {
-      if (value.empty() || value[0] != '/')
-        return Status::invalid_argument(where + ": checkpoint_dir='" + value + "' must be an absolute path");
-      if (value.find("/../") != std::string::npos || value.size() >= 3 && value.compare(value.size() - 3, 3, "/..") == 0)
-        return Status::invalid_argument(where + ": checkpoint_dir='" + value + "' must not contain '..'");
-      std::string probe;
-      HYDRO_RETURN_IF_ERROR(expand_template(value, "u", 0, 0, &probe));
-      c.checkpoint_dir = value;
-    } else {
-      return Status::invalid_argument(where + ": unknown spank_hydro.so key '" + key +
-                                      "' (known: default_pause, checkpoint_dir)");
+    pairs.emplace_back(arg.substr(0, eq), arg.substr(eq + 1));
+  }
+  // The YAML file first, whatever its place: the plugstack arguments override it.
+  int files = 0;
+  for (const auto& kv : pairs) files += kv.first == "config";
+  if (files > 1) return Status::invalid_argument(where + ": config= is given twice");
+  for (const auto& [key, value] : pairs) {
+    if (key != "config") continue;
+    if (value.empty() || value[0] != '/')
+      return Status::invalid_argument(where + ": config='" + value + "' must be an absolute path");
+    c.config_file = value;
+    HYDRO_RETURN_IF_ERROR(load_yaml(value, &c.defaults));
+  }
+  for (const auto& [key, value] : pairs) {
+    if (key == "config") continue;
+    const SettingSpec* spec = nullptr;
+    for (const auto& s : job_setting_specs())
+      if (key == s.key) spec = &s;
+    if (!spec) {
+      std::string known = "config";
+      for (const auto& s : job_setting_specs()) known += std::string(", ") + s.key;
+      return Status::invalid_argument(where + ": unknown spank_hydro.so key '" + key + "' (known: " + known + ")");
     }
+    HYDRO_RETURN_IF_ERROR(parse_job_setting(*spec, value, where + ": " + key, true, &c.defaults));
   }
   *out = std::move(c);
   return Status::OK();
@@ -45,7 +147,7 @@ Status expand_template(const std::string& tmpl, const std::string& user, unsigne
       case 'j': r += std::to_string(job_id); break;
       case '%': r += '%'; break;
       default:
-        return Status::invalid_argument("checkpoint_dir: unknown escape '%" + std::string(1, c) +
+        return Status::invalid_argument("unknown escape '%" + std::string(c ? 1 : 0, c) +
                                         "' (known: %u, %U, %j, %%)");
     }
   }

@@ -1,9 +1,15 @@
-// The admin's plugstack.conf arguments for spank_hydro.so, as a plain struct. No Slurm here, so
-// the unit tests link it directly.
+// The admin's configuration for spank_hydro.so, as a plain struct with explicit defaults, and the
+// per-job settings a user gives on the command line. No Slurm here, so the unit tests link it.
 //
-//   required /usr/lib/slurm/spank_hydro.so default_pause=off checkpoint_dir=/scratch/hydro/%u/%j
+//   required /usr/lib/slurm/spank_hydro.so config=/etc/hydro/hydro.yaml default_pause=on
+//
+// `config=PATH` names a YAML file (etc/hydro.yaml documents every key); the other plugstack
+// arguments are the same keys as key=value and override the file's. Precedence for what reaches
+// the job: the srun/sbatch/salloc option, then the job's environment, then this admin config.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,12 +17,46 @@
 
 namespace hydro::spank {
 
+// The settings a job can carry. Each maps to one HYDRO_* variable of the runtime
+// (hydro/settings.h); unset ones are left to the next source in the precedence.
+struct JobSettings {
+  std::optional<bool> pause;                 // --hydro-pause, HYDRO_PAUSE
+  std::optional<std::string> checkpoint_dir; // --hydro-checkpoint-dir, HYDRO_CKPT_DIR (a template for admins)
+  std::optional<int64_t> checkpoint_every;   // --hydro-checkpoint-every, HYDRO_CKPT_EVERY
+  std::optional<int64_t> keep_last;          // --hydro-keep-last, HYDRO_KEEP_LAST
+  std::optional<std::string> checkpoint_mode;// --hydro-checkpoint-mode, HYDRO_CKPT_MODE
+  std::optional<int64_t> max_restarts;       // --hydro-max-restarts, HYDRO_MAX_RESTARTS (hydro-launch)
+};
+
+// One per-job setting: its user option, its admin key, and the variable the job sees.
+struct SettingSpec {
+  const char* key;     // admin key (YAML and plugstack): checkpoint_every
+  const char* option;  // user option without "--": hydro-checkpoint-every
+  const char* env;     // HYDRO_CKPT_EVERY
+  const char* arginfo; // shown by --help: N
+  const char* help;
+};
+const std::vector<SettingSpec>& job_setting_specs();
+
+// Parses one value of a per-job setting (`spec.key`) into `out`. `where` prefixes the error:
+// "--hydro-keep-last" for a user option, "/etc/hydro/hydro.yaml: keep_last" for the admin's.
+// `is_template`: checkpoint_dir may hold %-escapes (the admin's form) and must then contain %j.
+Status parse_job_setting(const SettingSpec& spec, const std::string& value, const std::string& where,
+                         bool is_template, JobSettings* out);
+
+// The value of a set setting as the job's environment variable holds it; "" if unset.
+std::string job_setting_value(const JobSettings& s, const SettingSpec& spec);
+
 struct PluginConfig {
-  bool default_pause = false;  // default_pause=on|off: --hydro-pause when the user gives none
-  std::string checkpoint_dir;  // checkpoint_dir=TEMPLATE: %u user, %U uid, %j job id, %% percent
+  // Admin defaults for every job. checkpoint_dir is a template: %u user, %U uid, %j job id,
+  // %% percent; the plugin creates it for each job as the job's user, mode 0700 (job_dir.h).
+  JobSettings defaults;
+  std::string config_file;  // config=PATH, the YAML read
 
   // `where` names the file in errors (the plugstack.conf path).
   static Status parse(const std::vector<std::string>& args, const std::string& where, PluginConfig* out);
+  // Reads a YAML mapping of the same keys. Errors name the file, the key and the line.
+  static Status load_yaml(const std::string& path, JobSettings* out);
 };
 
 // Expands a checkpoint_dir template. Fails on an unknown %-escape.

@@ -225,17 +225,24 @@ Status CheckpointDir::swap_latest(const std::string& name) {
   return fs_.sync_dir(root_);
 }
 
-Status CheckpointDir::verify(const std::string& name, Manifest* out) const {
+Status CheckpointDir::read_manifest(const std::string& name, Manifest* out) const {
   const std::string dir = root_ + "/" + name;
   const std::string mpath = dir + "/" + Manifest::kFileName;
   std::string text;
   Status s = fs_.read_file(mpath, &text);
   if (!s.ok()) return Status::corruption("checkpoint " + dir + ": missing or unreadable manifest: " + s.message());
-  Manifest m;
-  HYDRO_RETURN_IF_ERROR(Manifest::parse(text, mpath, &m));
+  HYDRO_RETURN_IF_ERROR(Manifest::parse(text, mpath, out));
   int64_t step = 0;
-  if (!parse_name(name, &step) || step != m.step)
-    return Status::corruption(mpath + ": step " + std::to_string(m.step) + " does not match directory " + name);
+  if (!parse_name(name, &step) || step != out->step)
+    return Status::corruption(mpath + ": step " + std::to_string(out->step) + " does not match directory " + name);
+  return Status::OK();
+}
+
+Status CheckpointDir::verify(const std::string& name, Manifest* out) const {
+  const std::string dir = root_ + "/" + name;
+  Manifest m;
+  HYDRO_RETURN_IF_ERROR(read_manifest(name, &m));
+  Status s;
   XXH64_state_t* hash = XXH64_createState();
   for (const auto& f : m.files) {
     const std::string path = dir + "/" + f.name;

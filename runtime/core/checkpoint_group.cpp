@@ -6,6 +6,7 @@
 #include <iterator>
 #include <cinttypes>
 #include <cstdio>
+#include <thread>
 
 namespace hydro {
 namespace {
@@ -176,6 +177,23 @@ Status CheckpointGroup::save(CheckpointDir& dir, int64_t step, bool keep, int64_
     if (out) *out = info;
   }
   return s;
+}
+
+Status CheckpointGroup::leave(std::chrono::milliseconds limit, int* missing) {
+  int64_t left = 0;
+  *missing = 0;
+  HYDRO_RETURN_IF_ERROR(store_.add("hydro/left", 1, &left));
+  if (rank_ != 0) return Status::OK();
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (left < world_) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      *missing = static_cast<int>(world_ - left);
+      return Status::not_found(std::to_string(*missing) + " rank(s) did not finish");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    HYDRO_RETURN_IF_ERROR(store_.add("hydro/left", 0, &left));
+  }
+  return Status::OK();
 }
 
 Status CheckpointGroup::agree_on_resume(const std::set<int64_t>& loadable, int64_t* step) {

@@ -37,9 +37,13 @@ void handler(int signo, siginfo_t* info, void* ucontext) {
   const int saved_errno = errno;
   const int a = g_action[signo].load(std::memory_order_relaxed) - 1;
   PauseGate& gate = PauseGate::instance();
-  if (a == static_cast<int>(Action::pause)) gate.request_pause();
+  if (a == static_cast<int>(Action::pause)) {
+    gate.note_pause_signal(signo);
+    gate.request_pause();
+  }
   else if (a == static_cast<int>(Action::resume)) gate.request_resume();
   else if (a == static_cast<int>(Action::checkpoint_exit)) gate.request_exit();
+  else if (a == static_cast<int>(Action::checkpoint)) gate.request_checkpoint();
   if (g_pipe[1] >= 0) {
     unsigned char b = static_cast<unsigned char>(signo);
     ssize_t ignored = ::write(g_pipe[1], &b, 1);  // full pipe: the watcher is behind; fine
@@ -106,6 +110,7 @@ void PauseGate::wait_while_paused() noexcept {
 
 void PauseGate::reset_for_test() noexcept {
   exit_.store(false);
+  checkpoint_.store(false);
   request_resume();
 }
 

@@ -54,6 +54,11 @@ Status Settings::from_env(Settings* out, const std::function<const char*(const c
   }
   if (std::string v = get("HYDRO_CUDA_RELEASE"); !v.empty())
     HYDRO_RETURN_IF_ERROR(parse_on_off(v, "HYDRO_CUDA_RELEASE", &s.cuda_release));
+  if (std::string v = get("HYDRO_SUSPEND_CHECKPOINT"); !v.empty()) {
+    if (v == "auto") s.suspend_checkpoint = true;
+    else if (v == "off") s.suspend_checkpoint = false;
+    else return Status::invalid_argument("HYDRO_SUSPEND_CHECKPOINT='" + v + "' is not auto or off");
+  }
   if (std::string v = get("HYDRO_CKPT_MODE"); !v.empty()) {
     if (v == "sync_any") s.mode = CheckpointMode::sync_any;
     else if (v == "sync_all") s.mode = CheckpointMode::sync_all;

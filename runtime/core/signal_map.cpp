@@ -35,6 +35,7 @@ const char* action_name(Action a) {
     case Action::pause: return "pause";
     case Action::resume: return "resume";
     case Action::checkpoint_exit: return "checkpoint_exit";
+    case Action::checkpoint: return "checkpoint";
   }
   return "?";
 }
@@ -60,7 +61,8 @@ std::string signal_name(int signo) {
 SignalMap SignalMap::defaults() {
   SignalMap m;
   m.map_ = {{SIGTSTP, Action::pause},  {SIGUSR1, Action::pause}, {SIGCONT, Action::resume},
-            {SIGUSR2, Action::resume}, {SIGTERM, Action::checkpoint_exit}};
+            {SIGUSR2, Action::resume}, {SIGTERM, Action::checkpoint_exit},
+            {SIGWINCH, Action::checkpoint}};
   return m;
 }
 
@@ -80,9 +82,10 @@ Status SignalMap::parse(const std::string& spec, const std::string& setting, Sig
     if (action == "pause") a = Action::pause;
     else if (action == "resume") a = Action::resume;
     else if (action == "checkpoint_exit") a = Action::checkpoint_exit;
+    else if (action == "checkpoint") a = Action::checkpoint;
     else
       return Status::invalid_argument(setting + ": unknown action '" + action +
-                                      "' (expected pause, resume or checkpoint_exit)");
+                                      "' (expected pause, resume, checkpoint_exit or checkpoint)");
     for (auto it = m.map_.begin(); it != m.map_.end();) it = it->second == a ? m.map_.erase(it) : std::next(it);
     for (const auto& sig : split(clause.substr(eq + 1), ',')) {
       if (sig.empty()) continue;

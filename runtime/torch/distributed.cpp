@@ -7,6 +7,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <cstring>
 #include <stdexcept>
 
 #include "hydro/log.h"
@@ -77,6 +78,48 @@ void average_gradients(Group& group, torch::nn::Module& module) {
     g.copy_(flat[0].narrow(0, offset, g.numel()).view_as(g));
     offset += g.numel();
   }
+}
+
+MetricsTracker all_reduce_metrics(Group& group, const MetricsTracker& local) {
+  const std::string mine = local.serialize();
+  const int n = group.size();
+  if (n == 1) return local;
+  // Gloo's allgather wants equal sizes: the lengths first, then the texts padded to the longest.
+  std::vector<torch::Tensor> len_in{torch::tensor({static_cast<int64_t>(mine.size())}, torch::kInt64)};
+  std::vector<std::vector<torch::Tensor>> len_out(1);
+  for (int r = 0; r < n; ++r) len_out[0].push_back(torch::empty({1}, torch::kInt64));
+  group.pg->allgather(len_out, len_in)->wait();
+  int64_t longest = 0;
+  for (const auto& t : len_out[0]) longest = std::max(longest, t.item<int64_t>());
+  std::vector<torch::Tensor> text_in{torch::zeros({longest}, torch::kUInt8)};
+  std::memcpy(text_in[0].data_ptr(), mine.data(), mine.size());
+  std::vector<std::vector<torch::Tensor>> text_out(1);
+  for (int r = 0; r < n; ++r) text_out[0].push_back(torch::empty({longest}, torch::kUInt8));
+  group.pg->allgather(text_out, text_in)->wait();
+
+  std::vector<MetricsTracker> all(n);
+  for (int r = 0; r < n; ++r) {
+    const auto* p = static_cast<const char*>(text_out[0][r].data_ptr());
+    std::string text(p, static_cast<size_t>(len_out[0][r].item<int64_t>()));
+    Status st = MetricsTracker::parse(text, "rank " + std::to_string(r) + "'s metrics", &all[r]);
+    if (!st.ok()) throw std::runtime_error("hydro: all_reduce_metrics: " + st.message());
+  }
+  MetricsTracker out = all[0];
+  for (int r = 1; r < n; ++r) {
+    if (all[r].names() != out.names()) {
+      auto join = [](const std::vector<std::string>& v) {
+        std::string s;
+        for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+        return "{" + s + "}";
+      };
+      throw std::runtime_error("hydro: all_reduce_metrics: rank 0 has the metrics " + join(out.names()) + ", rank " +
+                               std::to_string(r) + " has " + join(all[r].names()) +
+                               ": every rank must add() the same names in an epoch");
+    }
+    Status st = out.merge(all[r]);
+    if (!st.ok()) throw std::runtime_error("hydro: all_reduce_metrics: " + st.message());
+  }
+  return out;
 }
 
 }  // namespace hydro

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <map>
 #include <climits>
 #include <mutex>
 #include <set>
@@ -30,6 +31,10 @@ namespace {
 [[noreturn]] void fail(const Status& s) { throw std::runtime_error("hydro: " + s.to_string()); }
 
 long thread_id() { return ::syscall(SYS_gettid); }
+
+// HYDRO_SUSPEND_CHECKPOINT: SIGTSTP lets the step end and checkpoints before pausing (set by
+// the Runtime from the last step's and the last checkpoint's durations).
+std::atomic<bool> g_suspend_checkpoint{false};
 
 // Whether this libtorch has CUDA and sees a device; decided once, when the Runtime starts.
 std::atomic<bool> g_cuda{false};
@@ -84,8 +89,13 @@ void on_signal(int signo, Action action) {
   const std::string sig = signal_name(signo);
   switch (action) {
     case Action::pause:
-      arm_operator_pause(true);
-      log("pause requested by " + sig);
+      if (signo == SIGTSTP && g_suspend_checkpoint) {
+        log("pause requested by " + sig + "; the step ends and a checkpoint commits first (they fit in the 2 s "
+            "before SIGSTOP)");
+      } else {
+        arm_operator_pause(true);
+        log("pause requested by " + sig);
+      }
       break;
     case Action::resume:
       arm_operator_pause(false);
@@ -94,6 +104,9 @@ void on_signal(int signo, Action action) {
     case Action::checkpoint_exit:
       arm_operator_pause(false);
       log("checkpoint-and-exit requested by " + sig + "; the current step will finish first");
+      break;
+    case Action::checkpoint:
+      log("checkpoint requested by " + sig + "; at the end of the current step");
       break;
   }
 }
@@ -254,6 +267,12 @@ Runtime::~Runtime() {
   } catch (const std::exception& e) {
     log(std::string("warning: ") + e.what());
   }
+  if (grouped()) {
+    // Rank 0 serves the ranks' store: it stays until every rank has read the last vote.
+    int missing = 0;
+    Status st = group_->leave(std::chrono::seconds(60), &missing);
+    if (!st.ok()) log("warning: closing the ranks' store: " + st.message());
+  }
   SignalBridge::stop();
   arm_operator_pause(false);
 }
@@ -265,8 +284,41 @@ void Runtime::add(Tracked t) {
   tracked_.push_back(std::move(t));
 }
 
+namespace {
+
+// In the model's own order (parameters, then buffers).
+std::vector<std::pair<std::string, std::vector<int64_t>>> tensor_shapes(const torch::nn::Module& module) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> v;
+  for (const auto& p : module.named_parameters()) v.emplace_back(p.key(), p.value().sizes().vec());
+  for (const auto& b : module.named_buffers()) v.emplace_back(b.key(), b.value().sizes().vec());
+  return v;
+}
+
+std::string shape_text(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+// Module::load replaces each tensor with the saved one, whatever its shape: a checkpoint of
+// another model must be an error that names the tensor, not a model that silently changed.
+void load_module_checked(torch::nn::Module& module, torch::serialize::InputArchive& a) {
+  auto before = tensor_shapes(module);
+  module.load(a);
+  std::map<std::string, std::vector<int64_t>> after;
+  for (auto& [key, shape] : tensor_shapes(module)) after[key] = std::move(shape);
+  for (const auto& [key, shape] : before) {
+    auto it = after.find(key);
+    if (it != after.end() && it->second != shape)
+      throw std::runtime_error("tensor '" + key + "' has shape " + shape_text(it->second) + ", the model's is " +
+                               shape_text(shape) + " (a checkpoint of a different model?)");
+  }
+}
+
+}  // namespace
+
 void Runtime::track(const std::string& name, torch::nn::Module& module) {
-  add({name, [&module](auto& a) { module.save(a); }, [&module](auto& a) { module.load(a); },
+  add({name, [&module](auto& a) { module.save(a); }, [&module](auto& a) { load_module_checked(module, a); },
        [&module, name](TensorPool& pool) { return capture_module(name, module, pool); }});
 }
 
@@ -327,6 +379,15 @@ std::string Runtime::save(int64_t step, bool keep_always) {
   if (settings_.checkpoint_dir.empty())
     fail(Status::invalid_argument("cannot checkpoint: HYDRO_CKPT_DIR is not set"));
   if (!writes_checkpoints()) return "";  // replicated state: rank 0 writes it for every rank
+  const auto t0 = std::chrono::steady_clock::now();
+  struct TimeOnReturn {
+    Runtime* rt;
+    std::chrono::steady_clock::time_point t0;
+    ~TimeOnReturn() {
+      rt->last_save_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      rt->update_suspend_budget();
+    }
+  } timed{this, t0};
   wait_idle();
   if (settings_.mode == CheckpointMode::async) return save_async(step, keep_always);
   // Several ranks: the committing rank prunes as part of its commit; one rank: a background thread.
@@ -434,7 +495,9 @@ int64_t Runtime::resume() {
     }
     if (found) {
       path = found->path;
-      st = dir.verify(found->name, &manifest);
+      // Verified just now (latest_valid, or every candidate in the agreement): read only the
+      // manifest, so that a resume reads the state twice (hash, load), not three times.
+      st = dir.read_manifest(found->name, &manifest);
       if (!st.ok()) fail(st);
     }
   }
@@ -445,7 +508,13 @@ int64_t Runtime::resume() {
   for (const auto& t : tracked_) {
     torch::serialize::InputArchive archive;
     archive.load_from(load_path(path, manifest, t.name + ".pt"));
-    t.load(archive);
+    try {
+      t.load(archive);
+    } catch (const c10::Error& e) {
+      fail(Status::invalid_argument("checkpoint " + path + ": " + t.name + ".pt: " + e.what_without_backtrace()));
+    } catch (const std::exception& e) {
+      fail(Status::invalid_argument("checkpoint " + path + ": " + t.name + ".pt: " + e.what()));
+    }
   }
   {
     torch::serialize::InputArchive archive;
@@ -457,14 +526,41 @@ int64_t Runtime::resume() {
   return manifest.step;
 }
 
+void Runtime::update_suspend_budget() {
+  g_suspend_checkpoint = settings_.suspend_checkpoint && settings_.pause && settings_.world_size == 1 &&
+                         !settings_.checkpoint_dir.empty() && last_step_s_ >= 0 && last_save_s_ >= 0 &&
+                         last_step_s_ + last_save_s_ < 1.5;
+}
+
 bool Runtime::step_end(int64_t step) {
   PauseGate& gate = PauseGate::instance();
+  const auto now = std::chrono::steady_clock::now();
+  if (last_step_end_ != std::chrono::steady_clock::time_point{}) {
+    last_step_s_ = std::chrono::duration<double>(now - last_step_end_).count();
+    update_suspend_budget();
+  }
+  struct StampOnReturn {
+    std::chrono::steady_clock::time_point* t;
+    ~StampOnReturn() { *t = std::chrono::steady_clock::now(); }
+  } stamp{&last_step_end_};
+  bool saved = false;
+  if (gate.pause_pending() && gate.pause_signal() == SIGTSTP && g_suspend_checkpoint && !operator_pause_armed() &&
+      !gate.exit_requested()) {
+    std::string path = save(step);
+    saved = true;
+    log("checkpoint of step " + std::to_string(step) + " committed in " + path + " before the suspend");
+  }
   if (gate.pause_pending()) {
     log("paused at the end of step " + std::to_string(step));
     gate.wait_while_paused();
     log("resumed at the end of step " + std::to_string(step));
   }
   bool checkpoint = settings_.checkpoint_every > 0 && step % settings_.checkpoint_every == 0;
+  bool requested = false;
+  if (gate.take_checkpoint_request()) {
+    if (settings_.checkpoint_dir.empty()) log("checkpoint requested, but HYDRO_CKPT_DIR is not set: no checkpoint");
+    else checkpoint = requested = true;
+  }
   bool exit = gate.exit_requested();
   if (grouped()) {
     GroupDecision d;
@@ -500,7 +596,11 @@ bool Runtime::step_end(int64_t step) {
         std::to_string(kExitRequeue) + " (requeue)");
     return false;
   }
-  if (checkpoint) save(step);
+  if (checkpoint && !saved) {
+    std::string path = save(step);
+    if (requested && !path.empty())
+      log("checkpoint of step " + std::to_string(step) + " committed in " + path + " (requested); training goes on");
+  }
   return true;
 }
 

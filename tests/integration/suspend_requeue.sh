@@ -18,6 +18,8 @@ note "reference weights_digest=$want"
 cat >"$work/job.sh" <<JOB
 #!/bin/bash
 echo "restart count: \${SLURM_RESTART_COUNT:-0}"
+# The operator-boundary pause; the checkpoint at suspend is tested in suspend_checkpoint.sh.
+export HYDRO_SUSPEND_CHECKPOINT=off
 exec "$launch" --requeue-signal URG -- "$train" ${args[*]}
 JOB
 log=$work/job.log
@@ -53,6 +55,9 @@ for attempt in $(seq 10); do
 done
 note "paused at operator $(grep -oP 'paused at operator \K.*(?= \(thread)' "$log" | tail -1) at step $frozen; the job is frozen"
 
+paused_ms=$(ms_between "$log" 'pause requested by SIGTSTP' 'paused at (operator|the end of step)')
+echo "FIGURE path=suspend steps_lost=0 signal_to_paused_ms=$paused_ms (the freeze comes 2000 ms after SIGTSTP)"
+[ -z "${HYDRO_FIGURES:-}" ] || echo "FIGURE path=suspend steps_lost=0 signal_to_paused_ms=$paused_ms" >>"$HYDRO_FIGURES"
 note "scontrol resume: training continues"
 scontrol resume "$job"
 wait_for "$log" 'resumed at operator ' 10
@@ -92,6 +97,7 @@ wait_for "$log" "resuming from step $ck1 " 30
 wait_for "$log" "resumed from .* at step $ck1\$" 30
 wait_steps "$log" 100
 show_new "$log"
+report_path requeue "$log" 'checkpoint-and-exit requested by SIGTERM'
 
 note "the launcher's own requeue (as sbatch --signal=B:URG@T does before a time limit): URG to the batch shell"
 scancel -b --signal=URG "$job"

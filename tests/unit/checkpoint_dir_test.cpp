@@ -157,6 +157,10 @@ TEST(CheckpointDir, DanglingLatestFallsBackToNewestValid) {
   ASSERT_TRUE(dir.latest_valid(&found, &warnings).ok());
   ASSERT_TRUE(found);
   EXPECT_EQ(found->step, 1);
+  ASSERT_EQ(warnings.size(), 2u);
+  EXPECT_EQ(warnings[0], "checkpoint " + t.path + "/step-000000000002: missing or unreadable manifest: open " + t.path +
+                             "/step-000000000002/manifest.json: No such file or directory");
+  EXPECT_EQ(warnings[1], "falling back to " + t.path + "/step-000000000001");
 }
 
 TEST(CheckpointDir, RelativeRootIsRefused) {

@@ -3,6 +3,7 @@
 // threads here, with a real filesystem; the srun -n 2 integration test runs real processes.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <thread>
 
 #include "fault_fs.h"
@@ -194,6 +195,39 @@ TEST(CheckpointGroup, ResumeAgreesOnTheNewestStepEveryRankCanLoad) {
     return g.agree_on_resume(r == 0 ? std::set<int64_t>{30} : std::set<int64_t>{20}, &got[r]);
   });
   EXPECT_EQ(got[0], -1);
+}
+
+}  // namespace
+}  // namespace hydro
+
+namespace hydro {
+namespace {
+
+TEST(CheckpointGroupLeave, RankZeroWaitsForEveryRankOthersDoNot) {
+  test::MemoryStore store;
+  CheckpointGroup r0(store, 0, 2, "h", std::chrono::seconds(5)), r1(store, 1, 2, "h", std::chrono::seconds(5));
+  std::atomic<bool> done{false};
+  std::thread zero([&] {
+    int missing = -1;
+    EXPECT_TRUE(r0.leave(std::chrono::seconds(30), &missing).ok());
+    EXPECT_EQ(missing, 0);
+    done = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(done) << "rank 0 left before rank 1";
+  int missing = -1;
+  EXPECT_TRUE(r1.leave(std::chrono::seconds(30), &missing).ok());
+  zero.join();
+  EXPECT_TRUE(done);
+}
+
+TEST(CheckpointGroupLeave, ARankThatNeverLeavesIsReportedAfterTheLimit) {
+  test::MemoryStore store;
+  CheckpointGroup r0(store, 0, 3, "h", std::chrono::seconds(5));
+  int missing = 0;
+  Status st = r0.leave(std::chrono::milliseconds(100), &missing);
+  EXPECT_EQ(st.message(), "2 rank(s) did not finish");
+  EXPECT_EQ(missing, 2);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include "fault_fs.h"
 #include "hydro/checkpoint_dir.h"
+#include "job_lookup.h"
 #include "status_table.h"
 
 namespace hydro {
@@ -124,7 +125,74 @@ TEST(Hydroctl, BadArgumentsAreClearErrors) {
   EXPECT_EQ(o.text, "hydroctl: no process 999999999\n");
   o = run(bin + " status");
   EXPECT_NE(o.code, 0);
-  EXPECT_NE(o.text.find("DIR is required"), std::string::npos) << o.text;
+  EXPECT_NE(o.text.find("DIR|JOBID is required"), std::string::npos) << o.text;
+}
+
+TEST(HydroctlJob, ParsesTheOwnerFromScontrol) {
+  ctl::JobOwner o;
+  ASSERT_TRUE(ctl::parse_job_owner("JobId=7 JobName=wrap\n   UserId=alice(1001) GroupId=alice(1001)\n", "7", &o).ok());
+  EXPECT_EQ(o.user, "alice");
+  EXPECT_EQ(o.uid, 1001u);
+  EXPECT_EQ(ctl::parse_job_owner("slurm_load_jobs error: Invalid job id specified\n", "7", &o).message(),
+            "job 7: Slurm does not know it (scontrol show job 7)");
+}
+
+// A stand-in scontrol that prints what Slurm would for job 42 owned by uid 4242 (the real one is
+// tested on a real Slurm in tests/integration/hydroctl.sh).
+std::string fake_scontrol(const std::string& dir, const std::string& owner) {
+  std::string path = dir + "/scontrol";
+  std::ofstream(path) << "#!/bin/sh\necho 'JobId=42 JobName=train'\necho '   UserId=" << owner << " GroupId=x(1)'\n";
+  ::chmod(path.c_str(), 0755);
+  return path;
+}
+
+TEST(HydroctlJob, AnotherUsersJobIsRefusedBeforeSlurmIsAsked) {
+  ASSERT_EQ(::getuid(), 0u) << "this test runs hydroctl as the user nobody, which needs root";
+  test::TempDir t;
+  ASSERT_EQ(::chmod(t.path.c_str(), 0755), 0);
+  const std::string bin = t.path + "/hydroctl";
+  ASSERT_EQ(run("cp " + std::string(HYDROCTL_BIN) + " " + bin).code, 0);
+  std::string scontrol = fake_scontrol(t.path, "alice(4242)");
+  // scancel would succeed: the refusal must be hydroctl's own.
+  Output o = run("runuser -u nobody -- " + bin + " --scontrol " + scontrol + " --scancel /bin/true checkpoint 42");
+  EXPECT_EQ(o.code, 1);
+  EXPECT_EQ(o.text, "hydroctl: job 42 belongs to alice (uid 4242); only its owner or root may checkpoint it\n");
+}
+
+TEST(HydroctlJob, StatusOfAJobFindsItsDirectoryFromTheAdminTemplate) {
+  test::TempDir t;
+  std::string scontrol = fake_scontrol(t.path, "alice(4242)");
+  std::string yaml = t.path + "/hydro.yaml";
+  std::ofstream(yaml) << "checkpoint_dir: " << t.path << "/ckpt/%u/%j\n";
+  ASSERT_TRUE(posix_fs().make_dirs(t.path + "/ckpt/alice/42", 0700).ok());
+  Output o = run(std::string(HYDROCTL_BIN) + " --scontrol " + scontrol + " --config " + yaml + " status 42");
+  EXPECT_EQ(o.code, 0) << o.text;
+  EXPECT_EQ(o.text.rfind("job 42: " + t.path + "/ckpt/alice/42\n", 0), 0u) << o.text;
+  o = run(std::string(HYDROCTL_BIN) + " --scontrol " + scontrol + " --config " + t.path + "/none.yaml status 42");
+  EXPECT_EQ(o.text, "hydroctl: " + t.path + "/none.yaml: cannot read the hydro config: No such file or directory\n");
+}
+
+TEST(Hydroctl, CheckpointSendsWinch) {
+  pid_t child = ::fork();
+  if (child == 0) {
+    ::signal(SIGWINCH, SIG_DFL);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGWINCH);
+    ::sigprocmask(SIG_BLOCK, &set, nullptr);
+    int sig = 0;
+    ::sigwait(&set, &sig);
+    ::_exit(sig == SIGWINCH ? 0 : 1);
+  }
+  Output o;
+  int status = 0;
+  // The child may not have blocked WINCH yet; its default action is to ignore it, so resend.
+  ASSERT_TRUE(test::eventually([&] {
+    o = run(std::string(HYDROCTL_BIN) + " checkpoint --pid " + std::to_string(child));
+    return ::waitpid(child, &status, WNOHANG) == child;
+  }));
+  EXPECT_EQ(o.text, "hydroctl: sent SIGWINCH to process " + std::to_string(child) + " (checkpoint)\n");
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
 }  // namespace

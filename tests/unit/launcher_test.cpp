@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "fault_fs.h"
+#include "spawn_launcher.h"
 #include "hydro/checkpoint_dir.h"
 #include "hydro/exit_codes.h"
 #include "supervisor.h"
@@ -35,6 +36,40 @@ TEST(ExitDecision, RequeueOnlyWhenTheProgramAsksAndSlurmIsNotEndingTheJob) {
   EXPECT_EQ(d.exit_code, 128 + SIGKILL);
 }
 
+TEST(ExitDecision, AWatchdogExpiryRequeuesUpToMaxRestarts) {
+  const std::string hang = "pid 12 scope 'step'";
+  auto d = launcher::decide_watchdog_exit(hang, false, true, /*restart_count=*/0, /*max_restarts=*/3);
+  EXPECT_TRUE(d.requeue);
+  EXPECT_EQ(d.exit_code, kExitRequeue);
+  EXPECT_EQ(d.why, "watchdog expired: pid 12 scope 'step' hung and was killed; requeueing the job (restart 1 of "
+                   "--max-restarts 3)");
+  d = launcher::decide_watchdog_exit(hang, false, true, 2, 3);
+  EXPECT_TRUE(d.requeue);
+  d = launcher::decide_watchdog_exit(hang, false, true, 3, 3);
+  EXPECT_FALSE(d.requeue);
+  EXPECT_EQ(d.exit_code, kExitWatchdog);
+  EXPECT_EQ(d.why, "watchdog expired: pid 12 scope 'step' hung and was killed; not requeueing: the job has been "
+                   "restarted 3 times (SLURM_RESTART_COUNT) and --max-restarts is 3");
+  d = launcher::decide_watchdog_exit(hang, false, true, 0, 0);
+  EXPECT_FALSE(d.requeue) << "--max-restarts 0 never requeues";
+  d = launcher::decide_watchdog_exit(hang, /*terminating=*/true, true, 0, 3);
+  EXPECT_FALSE(d.requeue) << "after SIGTERM Slurm decides";
+  EXPECT_EQ(d.exit_code, kExitWatchdog);
+  d = launcher::decide_watchdog_exit(hang, false, /*in_slurm_job=*/false, 0, 3);
+  EXPECT_FALSE(d.requeue);
+  EXPECT_EQ(d.exit_code, kExitRequeue);
+  EXPECT_EQ(d.why, "watchdog expired: pid 12 scope 'step' hung and was killed; not in a Slurm job, so nothing to "
+                   "requeue (exit status 75 asks to be run again)");
+}
+
+TEST(ExitDecision, SlurmRestartCount) {
+  EXPECT_EQ(launcher::parse_restart_count(nullptr), 0);
+  EXPECT_EQ(launcher::parse_restart_count(""), 0);
+  EXPECT_EQ(launcher::parse_restart_count("4"), 4);
+  EXPECT_EQ(launcher::parse_restart_count("-1"), -1);
+  EXPECT_EQ(launcher::parse_restart_count("x"), -1);
+}
+
 std::string slurp(const std::string& path) {
   std::ifstream f(path);
   std::stringstream s;
@@ -50,16 +85,7 @@ struct LaunchResult {
 LaunchResult run_launcher(const std::vector<std::string>& args, const std::vector<std::string>& env, const std::string& dir,
                  int send_signal = 0) {
   std::string err_path = dir + "/launcher.err";
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    for (const auto& e : env) ::putenv(const_cast<char*>(e.c_str()));
-    ::freopen(err_path.c_str(), "w", stderr);
-    std::vector<char*> argv{const_cast<char*>(HYDRO_LAUNCH_BIN)};
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
+  pid_t pid = test::spawn_launcher(args, env, err_path);
   if (send_signal) {
     // Wait until the child program says it is ready, then signal the launcher.
     for (int i = 0; i < 10000 && !posix_fs().exists(dir + "/ready"); ++i) ::usleep(1000);
@@ -107,11 +133,15 @@ TEST(Launcher, ForwardsSignalsToTheProgram) {
 
 // A stand-in scontrol that records its arguments in DIR/scontrol.args: the real one is exercised
 // by the Slurm integration tests (tests/integration/suspend_requeue.sh).
-std::string fake_scontrol(const std::string& dir) {
+// `show job` prints a job with PreemptTime=PREEMPT (a real Slurm's preemption is tested in
+// tests/integration/preempt.sh) and records nothing.
+std::string fake_scontrol(const std::string& dir, const std::string& preempt = "None") {
   const std::string path = dir + "/scontrol";
   {
     std::ofstream f(path);
-    f << "#!/bin/sh\necho \"$@\" > " << dir << "/scontrol.args\n";
+    f << "#!/bin/sh\nif [ \"$1\" = show ]; then echo '   JobState=RUNNING'; echo '   PreemptEligibleTime=2026-11-23T05:47:01 "
+         "PreemptTime="
+      << preempt << "'; exit 0; fi\necho \"$@\" > " << dir << "/scontrol.args\n";
   }
   ::chmod(path.c_str(), 0755);
   return path;
@@ -140,6 +170,30 @@ TEST(Launcher, TermFromSlurmIsForwardedAndNeverTurnedIntoARequeue) {
                                 {"SLURM_JOB_ID=4242"}, t.path, SIGTERM);
   EXPECT_EQ(WEXITSTATUS(r.status), kExitRequeue) << r.err;
   EXPECT_FALSE(posix_fs().exists(t.path + "/scontrol.args")) << "a SIGTERM must not become a requeue";
+}
+
+TEST(Launcher, TermOfAPreemptionIsTurnedIntoARequeueOnceTheProgramHasCheckpointed) {
+  test::TempDir t;
+  const std::string fake = fake_scontrol(t.path, "2026-11-23T05:47:04");
+  LaunchResult r = run_launcher({"--scontrol", fake, "--", "/bin/sh", "-c", exits_75_on_term(t.path)},
+                                {"SLURM_JOB_ID=4242"}, t.path, SIGTERM);
+  EXPECT_EQ(WEXITSTATUS(r.status), kExitRequeue) << r.err;
+  EXPECT_EQ(slurp(t.path + "/scontrol.args"), "requeue 4242\n");
+  EXPECT_NE(r.err.find("the job is being preempted (PreemptTime=2026-11-23T05:47:04): requeueing it now"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST(Launcher, ItsOwnRequeuesStopAtMaxRestarts) {
+  test::TempDir t;
+  const std::string fake = fake_scontrol(t.path);
+  LaunchResult r = run_launcher({"--requeue-signal", "USR1", "--scontrol", fake, "--", "/bin/sh", "-c", exits_75_on_term(t.path)},
+                                {"SLURM_JOB_ID=4242", "SLURM_RESTART_COUNT=2", "HYDRO_MAX_RESTARTS=2"}, t.path, SIGUSR1);
+  EXPECT_EQ(WEXITSTATUS(r.status), kExitRequeue) << r.err;
+  EXPECT_FALSE(posix_fs().exists(t.path + "/scontrol.args")) << "requeued past --max-restarts";
+  EXPECT_NE(r.err.find("not requeueing: the job has been restarted 2 times (SLURM_RESTART_COUNT) and --max-restarts is 2"),
+            std::string::npos)
+      << r.err;
 }
 
 TEST(Launcher, BadArgumentsAreClearErrors) {

@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "plugin_config.h"
+#include "fault_fs.h"
 
 namespace hydro::spank {
 namespace {
@@ -8,27 +11,56 @@ namespace {
 TEST(PluginConfig, DefaultsAndKeys) {
   PluginConfig c;
   ASSERT_TRUE(PluginConfig::parse({}, "plugstack.conf", &c).ok());
-  EXPECT_FALSE(c.default_pause);
-  EXPECT_EQ(c.checkpoint_dir, "");
-  ASSERT_TRUE(PluginConfig::parse({"default_pause=on", "checkpoint_dir=/scratch/%u/%j"}, "plugstack.conf", &c).ok());
-  EXPECT_TRUE(c.default_pause);
-  EXPECT_EQ(c.checkpoint_dir, "/scratch/%u/%j");
+  EXPECT_FALSE(c.defaults.pause);
+  EXPECT_FALSE(c.defaults.checkpoint_dir);
+  ASSERT_TRUE(PluginConfig::parse({"default_pause=on", "checkpoint_dir=/scratch/%u/%j", "checkpoint_every=100",
+                                   "keep_last=2", "checkpoint_mode=sync_all", "max_restarts=7"},
+                                  "plugstack.conf", &c)
+                  .ok());
+  EXPECT_TRUE(*c.defaults.pause);
+  EXPECT_EQ(*c.defaults.checkpoint_dir, "/scratch/%u/%j");
+  EXPECT_EQ(*c.defaults.checkpoint_every, 100);
+  EXPECT_EQ(*c.defaults.keep_last, 2);
+  EXPECT_EQ(*c.defaults.checkpoint_mode, "sync_all");
+  EXPECT_EQ(*c.defaults.max_restarts, 7);
 }
 
-TEST(PluginConfig, ErrorsNameTheKeyAndFile) {
+TEST(PluginConfig, YamlFileWithPlugstackArgumentsOverridingIt) {
+  test::TempDir d;
+  std::string yaml = d.path + "/hydro.yaml";
+  std::ofstream(yaml) << "# comment\ndefault_pause: on\ncheckpoint_dir: /scratch/hydro/%u/%j\nkeep_last: 5\n"
+                         "checkpoint_every: 200\n";
   PluginConfig c;
-  EXPECT_EQ(PluginConfig::parse({"colour=blue"}, "plugstack.conf", &c).message(),
-            "plugstack.conf: unknown spank_hydro.so key 'colour' (known: default_pause, checkpoint_dir)");
-  EXPECT_EQ(PluginConfig::parse({"default_pause"}, "plugstack.conf", &c).message(),
-            "plugstack.conf: spank_hydro.so argument 'default_pause' is not key=value");
-  EXPECT_EQ(PluginConfig::parse({"default_pause=maybe"}, "plugstack.conf", &c).message(),
-            "plugstack.conf: default_pause: 'maybe' is not on or off");
-  EXPECT_EQ(PluginConfig::parse({"checkpoint_dir=scratch/%u"}, "plugstack.conf", &c).message(),
-            "plugstack.conf: checkpoint_dir='scratch/%u' must be an absolute path");
-  EXPECT_EQ(PluginConfig::parse({"checkpoint_dir=/scratch/../etc"}, "plugstack.conf", &c).message(),
-            "plugstack.conf: checkpoint_dir='/scratch/../etc' must not contain '..'");
-  EXPECT_EQ(PluginConfig::parse({"checkpoint_dir=/scratch/%x"}, "plugstack.conf", &c).message(),
-            "checkpoint_dir: unknown escape '%x' (known: %u, %U, %j, %%)");
+  ASSERT_TRUE(PluginConfig::parse({"keep_last=9", "config=" + yaml}, "plugstack.conf", &c).ok());
+  EXPECT_EQ(c.config_file, yaml);
+  EXPECT_TRUE(*c.defaults.pause);
+  EXPECT_EQ(*c.defaults.checkpoint_dir, "/scratch/hydro/%u/%j");
+  EXPECT_EQ(*c.defaults.keep_last, 9);  // the plugstack argument wins
+  EXPECT_EQ(*c.defaults.checkpoint_every, 200);
+  EXPECT_FALSE(c.defaults.checkpoint_mode);
+}
+
+TEST(PluginConfig, TheShippedExampleConfigIsValid) {
+  JobSettings s;
+  Status st = PluginConfig::load_yaml(HYDRO_SOURCE_DIR "/etc/hydro.yaml", &s);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_TRUE(s.checkpoint_dir);
+}
+
+TEST(PluginConfig, AnEmptyYamlFileSetsNothing) {
+  test::TempDir d;
+  std::ofstream(d.path + "/e.yaml") << "# nothing yet\n";
+  JobSettings s;
+  ASSERT_TRUE(PluginConfig::load_yaml(d.path + "/e.yaml", &s).ok());
+  EXPECT_FALSE(s.pause);
+}
+
+TEST(PluginConfig, UserOptionsTakeLiteralDirectories) {
+  JobSettings s;
+  const auto& dir = job_setting_specs()[1];
+  ASSERT_EQ(std::string(dir.key), "checkpoint_dir");
+  ASSERT_TRUE(parse_job_setting(dir, "/home/a/ckpt%x", "--hydro-checkpoint-dir", false, &s).ok());
+  EXPECT_EQ(job_setting_value(s, dir), "/home/a/ckpt%x");
 }
 
 TEST(PluginConfig, TemplateExpansion) {

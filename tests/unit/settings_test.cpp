@@ -47,6 +47,7 @@ TEST(Settings, BadValuesNameTheVariable) {
             "HYDRO_CKPT_EVERY=-1 is out of range [0, 9223372036854775807]");
   EXPECT_EQ(parse({{"HYDRO_KEEP_LAST", "5x"}}, &s).message(), "HYDRO_KEEP_LAST='5x' is not a whole number");
   EXPECT_EQ(parse({{"HYDRO_CUDA_RELEASE", "maybe"}}, &s).message(), "HYDRO_CUDA_RELEASE: 'maybe' is not on or off");
+  EXPECT_EQ(parse({{"HYDRO_SUSPEND_CHECKPOINT", "on"}}, &s).message(), "HYDRO_SUSPEND_CHECKPOINT='on' is not auto or off");
   EXPECT_EQ(parse({{"HYDRO_SIGNALS", "pause=NOPE"}}, &s).message(), "HYDRO_SIGNALS: unknown signal 'NOPE'");
   EXPECT_EQ(parse({{"HYDRO_CKPT_MODE", "sync"}}, &s).message(),
             "HYDRO_CKPT_MODE='sync' is not sync_any, sync_all or async");

@@ -19,7 +19,8 @@ TEST(SignalMap, DefaultsAreHydroJobScheAndSlurm) {
   EXPECT_EQ(action_of(m, SIGCONT), Action::resume);
   EXPECT_EQ(action_of(m, SIGUSR2), Action::resume);
   EXPECT_EQ(action_of(m, SIGTERM), Action::checkpoint_exit);
-  EXPECT_EQ(m.entries().size(), 5u);
+  EXPECT_EQ(action_of(m, SIGWINCH), Action::checkpoint);
+  EXPECT_EQ(m.entries().size(), 6u);
 }
 
 TEST(SignalMap, AnActionNamedReplacesItsDefaults) {
@@ -33,7 +34,7 @@ TEST(SignalMap, AnActionNamedReplacesItsDefaults) {
 
 TEST(SignalMap, EmptyListTurnsAnActionOff) {
   SignalMap m;
-  ASSERT_TRUE(SignalMap::parse("pause=;resume=", "X", &m).ok());
+  ASSERT_TRUE(SignalMap::parse("pause=;resume=;checkpoint=", "X", &m).ok());
   EXPECT_EQ(m.entries().size(), 1u);
   EXPECT_EQ(action_of(m, SIGTERM), Action::checkpoint_exit);
 }
@@ -43,7 +44,7 @@ TEST(SignalMap, BadSpecsNameTheSetting) {
   Status s = SignalMap::parse("pause=BANANA", "HYDRO_SIGNALS", &m);
   EXPECT_EQ(s.message(), "HYDRO_SIGNALS: unknown signal 'BANANA'");
   s = SignalMap::parse("nap=USR1", "HYDRO_SIGNALS", &m);
-  EXPECT_EQ(s.message(), "HYDRO_SIGNALS: unknown action 'nap' (expected pause, resume or checkpoint_exit)");
+  EXPECT_EQ(s.message(), "HYDRO_SIGNALS: unknown action 'nap' (expected pause, resume, checkpoint_exit or checkpoint)");
   s = SignalMap::parse("pause", "HYDRO_SIGNALS", &m);
   EXPECT_EQ(s.message(), "HYDRO_SIGNALS: 'pause' is not ACTION=SIGNAL[,SIGNAL...]");
   s = SignalMap::parse("pause=KILL", "HYDRO_SIGNALS", &m);

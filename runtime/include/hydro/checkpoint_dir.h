@@ -113,6 +113,8 @@ class CheckpointDir {
 
   // Checks a checkpoint against its manifest: every file present, of the right size and hash.
   Status verify(const std::string& name, Manifest* out = nullptr) const;
+  // Reads and checks only the manifest (no file hashes): for a checkpoint verify() just passed.
+  Status read_manifest(const std::string& name, Manifest* out) const;
   // The newest checkpoint that verifies: `latest` first, then the others newest first.
   // Sets *out to nullopt when there is none. Problems found on the way go to *warnings.
   Status latest_valid(std::optional<CheckpointInfo>* out, std::vector<std::string>* warnings) const;

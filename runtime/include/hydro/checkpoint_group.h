@@ -55,6 +55,11 @@ class CheckpointGroup {
   // get the newest step common to every rank, or -1 when there is none.
   Status agree_on_resume(const std::set<int64_t>& loadable, int64_t* step);
 
+  // Called by every rank as it finishes. Rank 0 serves the store, so it waits (up to `limit`)
+  // until every rank has left: a rank still reading the last vote's result must not find the
+  // store gone. Other ranks return at once. Returns Code::not_found if some rank never left.
+  Status leave(std::chrono::milliseconds limit, int* missing);
+
   static std::string shard_dir(int rank) { return "rank-" + std::to_string(rank); }
 
  private:

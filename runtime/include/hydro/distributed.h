@@ -5,6 +5,7 @@
 //   auto group = hydro::join_gloo_group(std::chrono::minutes(30));
 //   hydro::broadcast_parameters(*group, *model);      // every rank starts from rank 0's weights
 //   ... loss.backward(); hydro::average_gradients(*group, *model); optimizer.step(); ...
+//   hydro::MetricsTracker all = hydro::all_reduce_metrics(*group, metrics);  // the epoch, all ranks
 //
 // Pausing many ranks: a suspend (SIGTSTP to every task) pauses each rank at its next operator. A
 // rank that is inside a collective waiting for a paused peer cannot stop at an operator; it waits
@@ -21,6 +22,7 @@
 #include <memory>
 
 #include "hydro/dist_env.h"
+#include "hydro/metrics.h"
 
 namespace hydro {
 
@@ -42,5 +44,10 @@ void broadcast_parameters(Group& group, torch::nn::Module& module);
 // Averages the gradients of `module` over the ranks (what DDP does after backward), in one
 // allreduce of a flat buffer. Every rank ends with the same, bit-for-bit, gradients.
 void average_gradients(Group& group, torch::nn::Module& module);
+
+// Every rank's metrics combined (MetricsTracker::merge, in rank order, so every rank gets the
+// same bits): one allgather of each rank's serialized tracker. Every rank must hold the same
+// names; otherwise every rank throws std::runtime_error naming a name and the ranks that differ.
+MetricsTracker all_reduce_metrics(Group& group, const MetricsTracker& local);
 
 }  // namespace hydro

@@ -21,7 +21,13 @@ class PauseGate {
   void request_resume() noexcept;
   void request_exit() noexcept;  // checkpoint-and-exit; also releases a pause so the step can end
   bool pause_pending() const noexcept { return word_.load(std::memory_order_acquire) & 1u; }
+  // The signal of the latest pause request (set by the handler before the request).
+  void note_pause_signal(int signo) noexcept { pause_signal_.store(signo, std::memory_order_release); }
+  int pause_signal() const noexcept { return pause_signal_.load(std::memory_order_acquire); }
   bool exit_requested() const noexcept { return exit_.load(std::memory_order_acquire); }
+  void request_checkpoint() noexcept { checkpoint_.store(true, std::memory_order_release); }
+  // True once per request (requests before it is taken coalesce into one checkpoint).
+  bool take_checkpoint_request() noexcept { return checkpoint_.exchange(false, std::memory_order_acq_rel); }
 
   // Blocks the calling thread until the pause is released. Returns at once when none is pending.
   void wait_while_paused() noexcept;
@@ -38,6 +44,8 @@ class PauseGate {
   // through a release that happened between its check and its futex wait.
   std::atomic<uint32_t> word_{0};
   std::atomic<bool> exit_{false};
+  std::atomic<bool> checkpoint_{false};
+  std::atomic<int> pause_signal_{0};
   std::atomic<int> waiting_{0};
   std::atomic<int64_t> blocked_ns_{0};
   std::atomic<int64_t> released_ns_{0};

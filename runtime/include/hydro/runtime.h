@@ -109,8 +109,12 @@ class Runtime {
   void start_pruner();
   std::string load_path(const std::string& checkpoint, const Manifest& manifest, const std::string& file) const;
   bool grouped() const { return group_ != nullptr; }
+  void update_suspend_budget();
   Settings settings_;
   std::vector<Tracked> tracked_;
+  // For HYDRO_SUSPEND_CHECKPOINT: how long the last step and the last checkpoint took.
+  std::chrono::steady_clock::time_point last_step_end_{};
+  double last_step_s_ = -1, last_save_s_ = -1;
   int64_t epoch_ = 0;
   std::unique_ptr<RankStore> store_;
   std::unique_ptr<CheckpointGroup> group_;  // sync modes with several ranks

@@ -30,6 +30,12 @@ struct Settings {
   int64_t checkpoint_every = 0;    // HYDRO_CKPT_EVERY: steps between periodic checkpoints; 0 = none
   int keep_last = 3;               // HYDRO_KEEP_LAST: committed checkpoints kept; 0 = all
   bool cuda_release = false;       // HYDRO_CUDA_RELEASE=on|off: free cached device memory while paused
+  // HYDRO_SUSPEND_CHECKPOINT=auto|off: on SIGTSTP (scontrol suspend), when the rest of the step and
+  // a checkpoint fit well inside the 2 s before SIGSTOP (measured: last step + last checkpoint
+  // < 1.5 s), one rank finishes the step and commits a checkpoint before it pauses, so a job
+  // requeued while suspended (SIGKILL, no warning) loses nothing. Otherwise it pauses at the next
+  // operator as usual.
+  bool suspend_checkpoint = true;
   SignalMap signals = SignalMap::defaults();  // HYDRO_SIGNALS
   int rank = 0;                    // RANK or SLURM_PROCID (hydro/dist_env.h)
   int world_size = 1;              // WORLD_SIZE or SLURM_STEP_NUM_TASKS

@@ -13,6 +13,7 @@ enum class Action {
   pause,            // block at the next operator or step boundary
   resume,           // release a pause
   checkpoint_exit,  // checkpoint at the end of this step, then exit with kExitRequeue
+  checkpoint,       // checkpoint at the end of this step and go on training
 };
 
 const char* action_name(Action a);
@@ -24,9 +25,11 @@ std::string signal_name(int signo);
 
 class SignalMap {
  public:
-  // SIGTSTP and SIGUSR1 pause; SIGCONT and SIGUSR2 resume; SIGTERM checkpoints and exits.
+  // SIGTSTP and SIGUSR1 pause; SIGCONT and SIGUSR2 resume; SIGTERM checkpoints and exits;
+  // SIGWINCH checkpoints and goes on (its default action is to ignore it, so sending it to a
+  // program without hydro, or to a batch shell, is harmless).
   static SignalMap defaults();
-  // "pause=TSTP,USR1;resume=CONT,USR2;checkpoint_exit=TERM": each action named replaces its
+  // "pause=TSTP,USR1;resume=CONT,USR2;checkpoint_exit=TERM;checkpoint=WINCH": each action named replaces its
   // default signals. `setting` names the source in errors (e.g. the HYDRO_SIGNALS variable).
   static Status parse(const std::string& spec, const std::string& setting, SignalMap* out);
 

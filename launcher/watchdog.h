@@ -1,0 +1,61 @@
+// hydro-launch's watchdog: the server side of torch elastic's FileTimerServer protocol (see
+// hydro/timer_table.h). Workers arm and disarm timers through a FIFO; when one expires,
+// hydro-launch kills the worker's whole process group, DataLoader workers included, and the
+// supervisor treats the program's death as a hang. No thread: the supervisor polls fd() beside its
+// signalfd and calls check() on every turn, with poll_timeout_ms() as the poll timeout.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hydro/status.h"
+#include "hydro/timer_table.h"
+
+namespace hydro::launcher {
+
+class Watchdog {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // Opens the FIFO at `path` (absolute), creating it with mode 0600 if absent. A path that is a
+  // symbolic link, exists and is not a FIFO, or is another user's FIFO is refused. Errors name
+  // --watchdog-file.
+  static Status open(const std::string& path, std::unique_ptr<Watchdog>* out);
+  ~Watchdog();  // removes the FIFO if open() created it
+
+  const std::string& path() const { return path_; }
+  int fd() const { return read_fd_; }
+  // The program hydro-launch started (a process group leader): only it, its process group and its
+  // descendants may arm timers and be killed.
+  void set_child(pid_t child) { child_ = child; }
+
+  // Reads every request waiting in the FIFO. A bad line is logged and ignored.
+  void read_requests();
+  // One request line, as read_requests() handles it (`now`: steady; `wall_now`: epoch seconds).
+  void handle_line(const std::string& line, Clock::time_point now, double wall_now);
+  // Milliseconds until the nearest deadline (rounded up), -1 when no timer is armed.
+  int poll_timeout_ms(Clock::time_point now) const;
+  // Kills the workers whose timers expired by `now`. Returns one description per worker killed,
+  // e.g. "pid 1234 scope 'train step'".
+  std::vector<std::string> check(Clock::time_point now);
+
+  const TimerTable& timers() const { return table_; }
+  TimerTable& timers() { return table_; }  // for tests: arm a timer with a chosen start time
+
+ private:
+  Watchdog() = default;
+  std::string path_;
+  bool created_ = false;
+  int read_fd_ = -1;
+  int hold_fd_ = -1;  // our own writer: the FIFO never reads EOF when the workers close it
+  pid_t child_ = 0;
+  std::string pending_;  // a partial line
+  bool skipping_ = false;  // dropping an over-long line up to its newline
+  TimerTable table_;
+};
+
+}  // namespace hydro::launcher

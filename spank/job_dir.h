@@ -1,0 +1,23 @@
+// The per-job checkpoint directory from the admin's template (checkpoint_dir=/scratch/hydro/%u/%j),
+// made by the plugin in task_init, which runs as the job's user: the user's privileges, mode 0700.
+//
+// The template's fixed prefix (the components before the first %-escape, /scratch/hydro) is the
+// admin's and must exist. Each later component is made with mkdirat and opened with O_NOFOLLOW
+// from its parent's descriptor, so a symlink swapped in by anyone is refused, never followed; and
+// each must be a directory owned by the job's user. A world-writable prefix must have the sticky
+// bit, or another user could rename the job's directory away.
+#pragma once
+
+#include <string>
+#include <sys/types.h>
+
+#include "hydro/status.h"
+
+namespace hydro::spank {
+
+// Makes the directory for (user, uid, job_id) and returns its path in `out`. Ownership is checked
+// against the effective uid (the job's user in task_init).
+Status make_job_dir(const std::string& tmpl, const std::string& user, uid_t uid, unsigned job_id,
+                    std::string* out);
+
+}  // namespace hydro::spank

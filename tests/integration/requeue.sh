@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Path 2, `scontrol requeue`: SIGTERM, a checkpoint within KillWait, the job requeued by Slurm,
+# restarted from that checkpoint. With a second argument of 2: srun -n 2 hydro-launch ..., a Gloo
+# process group, one consistent sharded checkpoint, every rank resumed.
+source "$(dirname "$0")/lib.sh"
+proctrack=${1:-cgroup}
+tasks=${2:-1}
+start_cluster "$proctrack"
+
+steps=${HYDRO_TEST_STEPS:-3000}
+work=$(mktemp -d /tmp/hydro-it.XXXXXX)
+args=(--steps "$steps" --log-every 25 --pg-timeout 300)
+
+note "reference: the same example, never interrupted ($tasks task(s))"
+srun -n "$tasks" "$train" "${args[@]}" >"$work/reference.log" 2>&1 || fail "reference run failed"
+want=$(grep -oP '^weights_digest=\K\w+' "$work/reference.log" | sort -u) || fail "no weights_digest in the reference run"
+
+cat >"$work/job.sh" <<JOB
+#!/bin/bash
+echo "restart count: \${SLURM_RESTART_COUNT:-0}"
+exec srun -n $tasks "$launch" -- "$train" ${args[*]} --step-ms 5
+JOB
+log=$work/job.log
+export HYDRO_TEST_LOGS=$log
+job=$(sbatch --parsable --requeue --open-mode=append -n "$tasks" -o "$log" "$work/job.sh") || fail "sbatch failed"
+wait_state "$job" RUNNING
+wait_steps "$log" 200
+note "job $job is training; scontrol requeue"
+scontrol requeue "$job"
+wait_count "$log" 'checkpoint-and-exit requested by SIGTERM' "$tasks" 30
+wait_for "$log" 'checkpoint of step [0-9]+ committed' 30
+show_new "$log"
+release "$job"
+wait_for "$log" '^restart count: 1$' 60
+wait_count "$log" 'resumed from .* at step [0-9]+$' "$tasks" 60
+wait_state "$job" COMPLETED 300
+show_new "$log"
+[ "$(grep -c '^weights_digest=' "$log")" = "$tasks" ] || fail "not every rank printed a weights_digest"
+got=$(grep -oP '^weights_digest=\K\w+' "$log" | sort -u)
+[ "$got" = "$want" ] || fail "weights differ: requeued $got, uninterrupted $want"
+note "weights_digest=$got equals the uninterrupted run"
+report_path "requeue(n=$tasks)" "$log" 'checkpoint-and-exit requested by SIGTERM'
+rm -rf "$work"
+echo "PASS requeue ($proctrack, $tasks task(s))"

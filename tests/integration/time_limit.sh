@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Path 4, the time limit: `sbatch -t 1 --signal=B:URG@45` (Slurm may send it up to 60 s early),
+# hydro-launch --requeue-signal URG has the program checkpoint, then requeues its own job, again
+# and again until training is done, within --hydro-max-restarts; the weights equal a run never
+# stopped. Then a job whose restarts are used up is not requeued, and says why.
+source "$(dirname "$0")/lib.sh"
+proctrack=${1:-cgroup}
+tasks=${2:-1}  # 2: srun -n 2 hydro-launch ..., a Gloo process group, URG sent to the steps
+start_cluster "$proctrack"
+
+steps=${HYDRO_TEST_STEPS:-4000}
+work=$(mktemp -d /tmp/hydro-it.XXXXXX)
+args=(--steps "$steps" --log-every 25 --pg-timeout 300)
+if [ "$tasks" = 1 ]; then
+  run=(exec) signal=B:URG@45  # hydro-launch is the batch shell
+else
+  run=(exec srun -n "$tasks") signal=URG@45  # hydro-launch is each task of a step
+fi
+
+note "reference: the same example, never stopped"
+srun -n "$tasks" "$train" "${args[@]}" >"$work/reference.log" 2>&1 || fail "reference run failed"
+want=$(grep -oP '^weights_digest=\K\w+' "$work/reference.log" | sort -u) || fail "no weights_digest in the reference run"
+
+# 10 ms a step: the job needs about a minute of training, more than one 1-minute allocation.
+cat >"$work/job.sh" <<JOB
+#!/bin/bash
+echo "restart count: \${SLURM_RESTART_COUNT:-0}"
+${run[*]} "$launch" --requeue-signal URG -- "$train" ${args[*]} --step-ms 10
+JOB
+log=$work/job.log
+export HYDRO_TEST_LOGS=$log
+job=$(sbatch --parsable --requeue --open-mode=append -n "$tasks" -t 1 --signal=$signal --hydro-max-restarts=20 \
+  -o "$log" "$work/job.sh") || fail "sbatch failed"
+note "job $job: a 1-minute limit, URG 45 s before it"
+for run in $(seq 21); do
+  wait_state "$job" 'RUNNING|PENDING|COMPLETED|FAILED|TIMEOUT' 60
+  for _ in $(seq 1200); do
+    s=$(job_state "$job")
+    [[ $s =~ ^(COMPLETED|FAILED|TIMEOUT|CANCELLED)$ ]] && break
+    [ "$(count "$log" "job $job requeued")" -ge "$run" ] && break
+    sleep 0.1
+  done
+  show_new "$log"
+  [[ $s =~ ^(COMPLETED|FAILED|TIMEOUT|CANCELLED)$ ]] && break
+  wait_for "$log" 'SIGURG: asking the program to checkpoint and exit' 5
+  release "$job"
+done
+wait_state "$job" COMPLETED 120
+show_new "$log"
+restarts=$(count "$log" "job $job requeued")
+[ "$restarts" -ge 1 ] || fail "the job finished without ever reaching its time limit; make it longer"
+got=$(grep -oP '^weights_digest=\K\w+' "$log" | sort -u) || fail "the job printed no weights_digest"
+[ "$(grep -c '^weights_digest=' "$log")" = "$tasks" ] || fail "not every rank printed a weights_digest"
+[ "$got" = "$want" ] || fail "weights differ: stopped $restarts times $got, uninterrupted $want"
+note "weights_digest=$got equals the uninterrupted run after $restarts time-limit requeues"
+report_path "time_limit(n=$tasks)" "$log" 'checkpoint-and-exit requested by SIGTERM'
+
+note "restarts used up: --hydro-max-restarts=0 checkpoints and ends without a requeue"
+log2=$work/job2.log
+export HYDRO_TEST_LOGS=$log2
+job2=$(sbatch --parsable --requeue --open-mode=append -n "$tasks" -t 1 --signal=$signal --hydro-max-restarts=0 \
+  -o "$log2" "$work/job.sh") || fail "sbatch failed"
+wait_for "$log2" 'SIGURG: asking the program to checkpoint and exit' 90
+wait_for "$log2" 'not requeueing: the job has been restarted 0 times \(SLURM_RESTART_COUNT\) and --max-restarts is 0' 30
+wait_state "$job2" 'FAILED|COMPLETED' 60
+grep -q 'checkpoint of step [0-9]* committed' "$log2" || fail "no checkpoint before giving up"
+show_new "$log2"
+rm -rf "$work"
+echo "PASS time_limit ($proctrack, $tasks task(s))"

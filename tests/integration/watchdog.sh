@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Path 6, a hung worker on a real Slurm: a Python worker using torch elastic's own FileTimerClient
+# hangs inside `expires(after=1)` with a child in its process group; hydro-launch --watchdog-file
+# kills the whole group and requeues the job; the restarted job finishes.
+source "$(dirname "$0")/lib.sh"
+proctrack=${1:-cgroup}
+start_cluster "$proctrack"
+/usr/bin/python3 -c 'import torch.distributed.elastic.timer' 2>/dev/null ||
+  fail "python3-torch is missing (apt-get install python3-torch; scripts/setup does)"
+
+work=$(mktemp -d /tmp/hydro-it.XXXXXX)
+worker=$top/tests/unit/watchdog_worker.py
+cat >"$work/job.sh" <<JOB
+#!/bin/bash
+mode=hang; [ "\${SLURM_RESTART_COUNT:-0}" -ge 1 ] && mode=finish
+echo "restart count: \${SLURM_RESTART_COUNT:-0}, worker mode \$mode"
+exec "$launch" --watchdog-file "$work/watchdog.fifo" --max-restarts 2 -- /usr/bin/python3 "$worker" \$mode "$work"
+JOB
+log=$work/job.log
+export HYDRO_TEST_LOGS=$log
+job=$(sbatch --parsable --requeue --open-mode=append -o "$log" "$work/job.sh") || fail "sbatch failed"
+wait_for "$log" "watchdog expired: pid [0-9]+ scope 'hung step'" 60
+wait_for "$log" "job $job requeued" 30
+sleeper=$(cat "$work/sleeper.pid")
+for _ in $(seq 100); do
+  st=$(awk '{print $3}' "/proc/$sleeper/stat" 2>/dev/null || echo gone)
+  [ "$st" = gone ] || [ "$st" = Z ] && break
+  sleep 0.1
+done
+[ "$st" = gone ] || [ "$st" = Z ] || fail "the hung worker's child $sleeper survived (state $st)"
+show_new "$log"
+note "the hung worker and its child were killed and the job requeued"
+release "$job"
+wait_state "$job" COMPLETED 120
+[ -f "$work/done" ] || fail "the restarted worker did not finish"
+[ ! -e "$work/watchdog.fifo" ] || fail "hydro-launch left its FIFO behind"
+show_new "$log"
+note "the restarted job finished"
+rm -rf "$work"
+echo "PASS watchdog ($proctrack)"

@@ -1,0 +1,36 @@
+# A stand-in training process using torch elastic's own client, run by /usr/bin/python3 under
+# hydro-launch --watchdog-file (which exports TORCHELASTIC_TIMER_FILE):
+#   watchdog_worker.py hang DIR    starts `sleep 1000` (a DataLoader-like child in the same process
+#                                  group), writes DIR/sleeper.pid, then hangs inside expires(after=1)
+#   watchdog_worker.py finish DIR  leaves expires(after=1) in time, outlives the deadline, writes
+#                                  DIR/done and exits 0
+import os
+import subprocess
+import sys
+import time
+
+from torch.distributed.elastic import timer
+
+mode, out = sys.argv[1], sys.argv[2]
+timer.configure(timer.FileTimerClient(os.environ["TORCHELASTIC_TIMER_FILE"]))
+
+
+def write(name, text):
+    with open(os.path.join(out, name + ".tmp"), "w") as f:
+        f.write(text)
+    os.rename(os.path.join(out, name + ".tmp"), os.path.join(out, name))
+
+
+if mode == "hang":
+    sleeper = subprocess.Popen(["sleep", "1000"])
+    write("sleeper.pid", str(sleeper.pid))
+    with timer.expires(after=1, scope="hung step"):
+        write("worker.pid", str(os.getpid()))
+        time.sleep(1000)
+elif mode == "finish":
+    with timer.expires(after=1, scope="quick step"):
+        time.sleep(0.1)
+    time.sleep(3)
+    write("done", "done")
+else:
+    sys.exit("unknown mode " + mode)
