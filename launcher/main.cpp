@@ -39,21 +39,36 @@ int main(int argc, char** argv) {
                  "Watchdog timer FIFO, absolute path (default: no watchdog). Created with mode 0600 if absent "
                  "and removed at exit; an existing FIFO of yours is used and kept; a symlink or any other file is refused. "
                  "Exported to the program as HYDRO_WATCHDOG_FILE and TORCHELASTIC_TIMER_FILE");
-  if (const char* m = std::getenv("HYDRO_MAX_RESTARTS"); m && *m) {
+  // A whole-number default from the environment; false (and a message) when it is not one.
+  auto env_count = [](const char* name, int* out) {
+    const char* m = std::getenv(name);
+    if (!m || !*m) return true;
     int n = hydro::launcher::parse_restart_count(m);
     if (n < 0) {
-      std::fprintf(stderr, "hydro-launch: HYDRO_MAX_RESTARTS='%s' is not a whole number\n", m);
-      return 2;
+      std::fprintf(stderr, "hydro-launch: %s='%s' is not a whole number\n", name, m);
+      return false;
     }
-    o.max_restarts = n;
-  }
+    *out = n;
+    return true;
+  };
+  if (!env_count("HYDRO_MAX_RESTARTS", &o.max_restarts) ||
+      !env_count("HYDRO_TIME_LIMIT_MARGIN", &o.time_limit_margin))
+    return 2;
   app.add_option("--max-restarts", o.max_restarts,
                  "hydro-launch's own requeues (the time limit's --requeue-signal, a program asking to be run "
                  "again, a watchdog expiry) happen only while SLURM_RESTART_COUNT is below this (default: "
                  "$HYDRO_MAX_RESTARTS, which the SPANK plugin sets from --hydro-max-restarts or the admin's "
                  "max_restarts, else 3). Requeues by Slurm (scontrol requeue, preemption) are not counted against it")
       ->capture_default_str();
-  app.add_option("--scontrol", o.scontrol, "scontrol to run for the requeue")->capture_default_str();
+  app.add_option("--time-limit-margin", o.time_limit_margin,
+                 "Seconds before the job's time limit (its EndTime, read with `scontrol show job` at the start, "
+                 "every 5 minutes and at the deadline) at which to ask the program to checkpoint and exit, then "
+                 "requeue the job, as on --requeue-signal (default: $HYDRO_TIME_LIMIT_MARGIN, which the SPANK "
+                 "plugin sets from --hydro-time-limit-margin or the admin's time_limit_margin, else 0 = off). "
+                 "Unlike `--signal`, which slurmctld sends once to the steps that exist then, it does not depend "
+                 "on a delivery. Give the save time: the margin must cover the last step and the checkpoint")
+      ->capture_default_str();
+  app.add_option("--scontrol", o.scontrol, "scontrol to run (requeue, show job)")->capture_default_str();
   app.add_option("command", o.command, "The program and its arguments, after --")->required();
   app.set_version_flag("--version", "hydro-launch " HYDRO_VERSION);
   CLI11_PARSE(app, argc, argv);
@@ -77,6 +92,10 @@ int main(int argc, char** argv) {
   }
   if (o.max_restarts < 0) {
     std::fprintf(stderr, "hydro-launch: --max-restarts: %d must be 0 or more\n", o.max_restarts);
+    return 2;
+  }
+  if (o.time_limit_margin < 0) {
+    std::fprintf(stderr, "hydro-launch: --time-limit-margin: %d must be 0 or more\n", o.time_limit_margin);
     return 2;
   }
   return hydro::launcher::run(o);

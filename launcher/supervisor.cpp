@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <memory>
 #include <optional>
 
@@ -17,6 +18,7 @@
 #include "hydro/exit_codes.h"
 #include "hydro/signal_map.h"
 #include "preemption.h"
+#include "time_limit.h"
 #include "watchdog.h"
 
 namespace hydro::launcher {
@@ -115,6 +117,15 @@ int run(const Options& o) {
   }
   say("started " + o.command[0] + " as pid " + std::to_string(child));
   if (watchdog) watchdog->set_child(child);
+  const char* job_env = std::getenv("SLURM_JOB_ID");
+  std::unique_ptr<TimeLimitWatch> time_limit;
+  if (o.time_limit_margin > 0) {
+    if (job_env && *job_env)
+      time_limit = std::make_unique<TimeLimitWatch>(o.time_limit_margin,
+                                                    TimeLimitWatch::from_scontrol(o.scontrol, job_env), say);
+    else
+      say("--time-limit-margin: not in a Slurm job (no SLURM_JOB_ID); no time limit to watch");
+  }
 
   bool terminating = false;
   std::string hang;  // set when the watchdog killed a worker: the program's end is a hang
@@ -122,6 +133,10 @@ int run(const Options& o) {
   for (;;) {
     struct pollfd fds[2] = {{sfd, POLLIN, 0}, {watchdog ? watchdog->fd() : -1, POLLIN, 0}};
     int timeout = watchdog ? watchdog->poll_timeout_ms(Watchdog::Clock::now()) : -1;
+    if (time_limit) {
+      int t = time_limit->poll_timeout_ms(std::time(nullptr));
+      if (t >= 0 && (timeout < 0 || t < timeout)) timeout = t;
+    }
     int r = ::poll(fds, 2, timeout);
     if (r < 0 && errno != EINTR) {
       say(std::string("error: poll: ") + std::strerror(errno) + "; killing the program");
@@ -134,6 +149,11 @@ int run(const Options& o) {
       if (r > 0 && (fds[1].revents & POLLIN)) watchdog->read_requests();
       for (const auto& killed : watchdog->check(Watchdog::Clock::now()))
         if (hang.empty()) hang = killed;
+    }
+    if (time_limit && time_limit->check(std::time(nullptr))) {
+      say("time limit: --time-limit-margin " + std::to_string(o.time_limit_margin) +
+          " s before the job's end: asking the program to checkpoint and exit, then requeueing the job");
+      ::kill(child, SIGTERM);
     }
     if (r <= 0 || !(fds[0].revents & POLLIN)) continue;
 
@@ -164,7 +184,7 @@ int run(const Options& o) {
   }
   watchdog.reset();  // removes the FIFO if hydro-launch created it
 
-  const char* job_id = std::getenv("SLURM_JOB_ID");
+  const char* job_id = job_env;
   ExitDecision d;
   const char* restarts_env = std::getenv("SLURM_RESTART_COUNT");
   int restarts = parse_restart_count(restarts_env);

@@ -50,6 +50,8 @@ const std::vector<SettingSpec>& job_setting_specs() {
        "hydro: how the ranks checkpoint [sync_any|sync_all|async]"},
       {"max_restarts", "hydro-max-restarts", "HYDRO_MAX_RESTARTS", "N",
        "hydro: the most times hydro-launch requeues the job itself"},
+      {"time_limit_margin", "hydro-time-limit-margin", "HYDRO_TIME_LIMIT_MARGIN", "SECONDS",
+       "hydro: hydro-launch checkpoints and requeues the job this long before its time limit; 0 = off"},
   };
   return specs;
 }
@@ -79,6 +81,9 @@ Status parse_job_setting(const SettingSpec& spec, const std::string& value, cons
   } else if (key == "max_restarts") {
     HYDRO_RETURN_IF_ERROR(parse_int(where.c_str(), value, 0, 1000000, &n));
     out->max_restarts = n;
+  } else if (key == "time_limit_margin") {
+    HYDRO_RETURN_IF_ERROR(parse_int(where.c_str(), value, 0, 365 * 24 * 3600, &n));
+    out->time_limit_margin = n;
   } else {
     return Status::invalid_argument(where + ": no such setting");
   }
@@ -93,6 +98,7 @@ std::string job_setting_value(const JobSettings& s, const SettingSpec& spec) {
   if (key == "keep_last") return s.keep_last ? std::to_string(*s.keep_last) : "";
   if (key == "checkpoint_mode") return s.checkpoint_mode.value_or("");
   if (key == "max_restarts") return s.max_restarts ? std::to_string(*s.max_restarts) : "";
+  if (key == "time_limit_margin") return s.time_limit_margin ? std::to_string(*s.time_limit_margin) : "";
   return "";
 }
 

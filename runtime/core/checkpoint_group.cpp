@@ -54,12 +54,18 @@ Status CheckpointGroup::wait(const std::string& k, const std::string& what, std:
   return Status::OK();
 }
 
-Status CheckpointGroup::vote(CheckpointMode mode, bool want_checkpoint, bool want_exit, GroupDecision* out) {
+Status CheckpointGroup::vote(CheckpointMode mode, bool want_checkpoint, bool want_exit, GroupDecision* out,
+                             const SuspendVote& suspend) {
   ++round_;
-  // One counter holds the whole tally: voters + B * (ranks asking to checkpoint) + B^2 * (ranks
-  // asking to exit), with B = world + 1. The last voter publishes it.
+  // One counter holds the whole tally, in base B = world + 1: voters, ranks asking to checkpoint,
+  // ranks asking to exit, ranks whose suspend checkpoint fits, ranks asking for one now. The last
+  // voter publishes it. B^5 must stay below 2^63: past kMaxSuspendWorld ranks the suspend fields
+  // are left out (B^3 holds up to 2 million ranks).
   const int64_t b = world_ + 1;
-  const int64_t delta = 1 + b * (want_checkpoint || want_exit ? 1 : 0) + b * b * (want_exit ? 1 : 0);
+  const bool with_suspend = world_ <= kMaxSuspendWorld;
+  const int64_t b3 = b * b * b;
+  int64_t delta = 1 + b * (want_checkpoint || want_exit ? 1 : 0) + b * b * (want_exit ? 1 : 0);
+  if (with_suspend) delta += b3 * (suspend.fits ? 1 : 0) + b3 * b * (suspend.now ? 1 : 0);
   int64_t tally = 0;
   HYDRO_RETURN_IF_ERROR(store_.add(key("vote"), delta, &tally));
   if (tally % b == world_) {
@@ -69,7 +75,8 @@ Status CheckpointGroup::vote(CheckpointMode mode, bool want_checkpoint, bool wan
     HYDRO_RETURN_IF_ERROR(wait("tally", "the step-end vote did not complete", &v));
     tally = std::strtoll(v.c_str(), nullptr, 10);
   }
-  const int64_t asks = (tally / b) % b, exits = tally / (b * b);
+  const int64_t asks = (tally / b) % b, exits = (tally / (b * b)) % b;
+  const int64_t fits = with_suspend ? (tally / b3) % b : 0, now = with_suspend ? tally / (b3 * b) : 0;
   if (mode == CheckpointMode::sync_all) {
     out->checkpoint = asks == world_;
     out->exit = exits == world_;
@@ -77,6 +84,10 @@ Status CheckpointGroup::vote(CheckpointMode mode, bool want_checkpoint, bool wan
     out->checkpoint = asks > 0;
     out->exit = exits > 0;
   }
+  // A suspend is the whole job's: one rank that has its SIGTSTP is enough, in either mode.
+  out->suspend_now = now > 0;
+  if (out->suspend_now) out->checkpoint = true;
+  out->suspend_checkpoint = fits == world_;
   // Every rank has read the previous vote's tally before adding to this one: drop its keys.
   if (rank_ == 0 && last_vote_ >= 0) {
     const std::string prev = "hydro/" + std::to_string(last_vote_) + "/";

@@ -526,10 +526,16 @@ int64_t Runtime::resume() {
   return manifest.step;
 }
 
+bool Runtime::suspend_checkpoint_fits() const {
+  return settings_.suspend_checkpoint && settings_.pause && settings_.mode != CheckpointMode::async &&
+         !settings_.checkpoint_dir.empty() && last_step_s_ >= 0 && last_save_s_ >= 0 &&
+         last_step_s_ + last_save_s_ < 1.5;
+}
+
 void Runtime::update_suspend_budget() {
-  g_suspend_checkpoint = settings_.suspend_checkpoint && settings_.pause && settings_.world_size == 1 &&
-                         !settings_.checkpoint_dir.empty() && last_step_s_ >= 0 && last_save_s_ >= 0 &&
-                         last_step_s_ + last_save_s_ < 1.5;
+  // One rank decides alone. A group decides at each step-end vote, every rank alike. Several ranks
+  // whose state rank 0 writes alone never do it: rank 0 would wait in a collective for a paused peer.
+  if (settings_.world_size == 1) g_suspend_checkpoint = suspend_checkpoint_fits();
 }
 
 bool Runtime::step_end(int64_t step) {
@@ -543,14 +549,18 @@ bool Runtime::step_end(int64_t step) {
     std::chrono::steady_clock::time_point* t;
     ~StampOnReturn() { *t = std::chrono::steady_clock::now(); }
   } stamp{&last_step_end_};
+  // SIGTSTP with a checkpoint that fits before the freeze: the step has ended; checkpoint, then
+  // pause. A group checkpoints together, through the vote, then every rank that has its SIGTSTP
+  // pauses after the save.
+  const bool suspend_now = gate.pause_pending() && gate.pause_signal() == SIGTSTP && g_suspend_checkpoint &&
+                           !operator_pause_armed() && !gate.exit_requested();
   bool saved = false;
-  if (gate.pause_pending() && gate.pause_signal() == SIGTSTP && g_suspend_checkpoint && !operator_pause_armed() &&
-      !gate.exit_requested()) {
+  if (suspend_now && !grouped()) {
     std::string path = save(step);
     saved = true;
     log("checkpoint of step " + std::to_string(step) + " committed in " + path + " before the suspend");
   }
-  if (gate.pause_pending()) {
+  if (gate.pause_pending() && !(suspend_now && grouped())) {
     log("paused at the end of step " + std::to_string(step));
     gate.wait_while_paused();
     log("resumed at the end of step " + std::to_string(step));
@@ -562,13 +572,16 @@ bool Runtime::step_end(int64_t step) {
     else checkpoint = requested = true;
   }
   bool exit = gate.exit_requested();
+  bool before_suspend = suspend_now;
   if (grouped()) {
     GroupDecision d;
-    Status st = group_->vote(settings_.mode, checkpoint, exit, &d);
+    Status st = group_->vote(settings_.mode, checkpoint, exit, &d, {suspend_checkpoint_fits(), suspend_now});
     if (!st.ok()) fail(st);
     if (d.exit && !exit) log("exit requested by another rank at step " + std::to_string(step));
     checkpoint = d.checkpoint;
     exit = d.exit;
+    before_suspend = d.suspend_now;
+    g_suspend_checkpoint = d.suspend_checkpoint;
   }
   if (exit) {
     if (settings_.checkpoint_dir.empty()) {
@@ -598,8 +611,17 @@ bool Runtime::step_end(int64_t step) {
   }
   if (checkpoint && !saved) {
     std::string path = save(step);
-    if (requested && !path.empty())
+    if (before_suspend && !path.empty())
+      log("checkpoint of step " + std::to_string(step) + " committed in " + path + " before the suspend");
+    else if (requested && !path.empty())
       log("checkpoint of step " + std::to_string(step) + " committed in " + path + " (requested); training goes on");
+  }
+  // A group's suspend checkpoint: every rank with its SIGTSTP by now (also one that came during the
+  // vote or the save) pauses here, at the same step.
+  if (before_suspend && grouped() && gate.pause_pending()) {
+    log("paused at the end of step " + std::to_string(step));
+    gate.wait_while_paused();
+    log("resumed at the end of step " + std::to_string(step));
   }
   return true;
 }

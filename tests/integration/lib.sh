@@ -48,7 +48,11 @@ wait_for() {
 }
 
 # count FILE REGEX: lines of FILE matching.
-count() { grep -cE "$2" "$1" 2>/dev/null || true; }
+count() {
+  local n
+  n=$(grep -cE "$2" "$1" 2>/dev/null) || true
+  echo "${n:-0}"
+}
 
 # wait_count FILE REGEX N [SECONDS]: until at least N lines match.
 wait_count() {

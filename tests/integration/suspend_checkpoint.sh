@@ -5,42 +5,53 @@
 # pauses. `scontrol requeue` of the suspended job kills it with SIGKILL and no warning; the job is
 # held; released, it resumes from the suspend's checkpoint: no step lost. Weights equal a run
 # never interrupted.
+# With a second argument of 2: srun -n 2 hydro-launch ..., a Gloo process group, sync_any: the
+# ranks agree at each step-end vote that the checkpoint fits, checkpoint the same step together
+# on SIGTSTP, and both pause there.
 source "$(dirname "$0")/lib.sh"
 proctrack=${1:-cgroup}
+tasks=${2:-1}
 start_cluster "$proctrack"
 
 steps=${HYDRO_TEST_STEPS:-4000}
 work=$(mktemp -d /tmp/hydro-it.XXXXXX)
-args=(--steps "$steps" --log-every 25)
+args=(--steps "$steps" --log-every 25 --pg-timeout 300)
+if [ "$tasks" = 1 ]; then
+  run=(exec) wake=(-b)  # hydro-launch is the batch shell
+else
+  run=(exec srun -n "$tasks") wake=()  # hydro-launch is each task of a step
+fi
 
-note "reference: the same example, never interrupted"
-srun "$train" "${args[@]}" >"$work/reference.log" 2>&1 || fail "reference run failed"
-want=$(grep -oP '^weights_digest=\K\w+' "$work/reference.log") || fail "no weights_digest in the reference run"
+note "reference: the same example, never interrupted ($tasks task(s))"
+srun -n "$tasks" "$train" "${args[@]}" >"$work/reference.log" 2>&1 || fail "reference run failed"
+want=$(grep -oP '^weights_digest=\K\w+' "$work/reference.log" | sort -u) || fail "no weights_digest in the reference run"
 
 cat >"$work/job.sh" <<JOB
 #!/bin/bash
 echo "restart count: \${SLURM_RESTART_COUNT:-0}"
-exec "$launch" -- "$train" ${args[*]}
+${run[*]} "$launch" -- "$train" ${args[*]}
 JOB
 log=$work/job.log
 export HYDRO_TEST_LOGS=$log
-job=$(sbatch --parsable --requeue --open-mode=append --hydro-pause=on -o "$log" "$work/job.sh") || fail "sbatch failed"
+job=$(sbatch --parsable --requeue --open-mode=append -n "$tasks" --hydro-pause=on -o "$log" "$work/job.sh") ||
+  fail "sbatch failed"
 wait_state "$job" RUNNING
 wait_steps "$log" 300
 # The first periodic or requested checkpoint measures how long one takes; until then SIGTSTP
 # pauses at an operator. Ask for one now.
-scancel -b --signal=WINCH "$job" 2>/dev/null || scancel -b --signal=28 "$job"
-wait_for "$log" 'checkpoint of step [0-9]+ committed .*\(requested\)' 30
+scancel "${wake[@]}" --signal=WINCH "$job" 2>/dev/null || scancel "${wake[@]}" --signal=28 "$job"
+wait_count "$log" 'checkpoint of step [0-9]+ committed .*\(requested\)' "$tasks" 30
 wait_steps "$log" 100
 
 note "scontrol suspend: the step ends, a checkpoint commits, then the pause, all before the freeze"
 scontrol suspend "$job"
 wait_state "$job" SUSPENDED
-wait_for "$log" 'checkpoint of step [0-9]+ committed in .* before the suspend' 10
-wait_for "$log" 'paused at the end of step' 10
-ck=$(grep -oP 'checkpoint of step \K[0-9]+(?= committed in .* before the suspend)' "$log" | tail -1)
-paused=$(grep -oP 'paused at the end of step \K[0-9]+' "$log" | tail -1)
-[ "$ck" = "$paused" ] || fail "checkpointed step $ck but paused at step $paused"
+wait_count "$log" 'checkpoint of step [0-9]+ committed in .* before the suspend' "$tasks" 10
+wait_count "$log" 'paused at the end of step' "$tasks" 10
+ck=$(grep -oP 'checkpoint of step \K[0-9]+(?= committed in .* before the suspend)' "$log" | sort -u)
+paused=$(grep -oP 'paused at the end of step \K[0-9]+' "$log" | sort -u)
+[ "$(echo "$ck" | wc -l)" = 1 ] || fail "the ranks checkpointed different steps: $ck"
+[ "$ck" = "$paused" ] || fail "checkpointed step $ck but paused at step(s) $paused"
 commit_ms=$(ms_between "$log" 'pause requested by SIGTSTP' 'before the suspend')
 show_new "$log"
 note "checkpoint of step $ck committed ${commit_ms} ms after SIGTSTP (the freeze comes at 2000 ms)"
@@ -51,16 +62,16 @@ wait_state "$job" 'PENDING|REQUEUE_HOLD|REQUEUED' 60
 scontrol release "$job" 2>/dev/null || true
 release "$job"
 wait_for "$log" '^restart count: 1$' 60
-wait_for "$log" "resumed from .* at step $ck\$" 60
-wait_for "$log" '^weights_digest=' 300
+wait_count "$log" "resumed from .* at step $ck\$" "$tasks" 60
+wait_count "$log" '^weights_digest=' "$tasks" 300
 wait_state "$job" COMPLETED 60
 show_new "$log"
-got=$(grep -oP '^weights_digest=\K\w+' "$log")
+got=$(grep -oP '^weights_digest=\K\w+' "$log" | sort -u)
 [ "$got" = "$want" ] || fail "weights differ: $got, uninterrupted $want"
 restart_ms=$(ms_between "$log" 'hydro-launch\[[0-9]+\] .*resuming from step' 'first step done')
-line="FIGURE path=suspend_then_requeue steps_lost=$((paused - ck)) signal_to_commit_ms=$commit_ms restart_to_first_step_ms=$restart_ms"
+line="FIGURE path=suspend_then_requeue(n=$tasks) steps_lost=$((paused - ck)) signal_to_commit_ms=$commit_ms restart_to_first_step_ms=$restart_ms"
 echo "$line"
 [ -z "${HYDRO_FIGURES:-}" ] || echo "$line" >>"$HYDRO_FIGURES"
 note "weights_digest=$got equals the uninterrupted run; resumed at the suspend's step $ck"
 rm -rf "$work"
-echo "PASS suspend_checkpoint ($proctrack)"
+echo "PASS suspend_checkpoint ($proctrack, $tasks task(s))"

@@ -68,6 +68,35 @@ TEST(CheckpointGroup, VoteAnyGrantsWhatOneRankAsksAllOnlyWhatEveryRankAsks) {
   }
 }
 
+TEST(CheckpointGroup, ASuspendCheckpointIsAllowedOnlyWhenItFitsOnEveryRank) {
+  MemoryStore store;
+  std::vector<std::unique_ptr<CheckpointGroup>> groups;
+  for (int r = 0; r < 3; ++r) groups.emplace_back(new CheckpointGroup(store, r, 3, "h", 5000ms));
+  // Round 1: rank 2's does not fit. Round 2: every rank's fits, and rank 0 asks to exit.
+  // Round 3: rank 1 has its SIGTSTP: every rank checkpoints, even in sync_all.
+  std::vector<std::vector<SuspendVote>> votes = {{{true, false}, {true, false}, {false, false}},
+                                                 {{true, false}, {true, false}, {true, false}},
+                                                 {{true, false}, {true, true}, {true, false}}};
+  std::vector<std::vector<GroupDecision>> got(votes.size(), std::vector<GroupDecision>(3));
+  run_ranks(3, [&](int r) {
+    for (size_t i = 0; i < votes.size(); ++i) {
+      Status s = groups[r]->vote(CheckpointMode::sync_all, false, i == 1 && r == 0, &got[i][r], votes[i][r]);
+      if (!s.ok()) return s;
+    }
+    return Status::OK();
+  });
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_FALSE(got[0][r].suspend_checkpoint) << r;
+    EXPECT_TRUE(got[1][r].suspend_checkpoint) << r;
+    EXPECT_FALSE(got[1][r].exit) << "sync_all: one rank of three asked to exit";
+    EXPECT_FALSE(got[1][r].checkpoint) << r;
+    EXPECT_FALSE(got[1][r].suspend_now) << r;
+    EXPECT_TRUE(got[2][r].suspend_now) << r;
+    EXPECT_TRUE(got[2][r].checkpoint) << r;
+    EXPECT_FALSE(got[2][r].exit) << r;
+  }
+}
+
 TEST(CheckpointGroup, EveryRankWritesItsShardIntoOneCheckpoint) {
   TempDir t;
   MemoryStore store;

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <ctime>
 #include <fstream>
 #include <sstream>
 
@@ -135,13 +136,14 @@ TEST(Launcher, ForwardsSignalsToTheProgram) {
 // by the Slurm integration tests (tests/integration/suspend_requeue.sh).
 // `show job` prints a job with PreemptTime=PREEMPT (a real Slurm's preemption is tested in
 // tests/integration/preempt.sh) and records nothing.
-std::string fake_scontrol(const std::string& dir, const std::string& preempt = "None") {
+std::string fake_scontrol(const std::string& dir, const std::string& preempt = "None",
+                          const std::string& end = "Unknown") {
   const std::string path = dir + "/scontrol";
   {
     std::ofstream f(path);
     f << "#!/bin/sh\nif [ \"$1\" = show ]; then echo '   JobState=RUNNING'; echo '   PreemptEligibleTime=2026-11-23T05:47:01 "
          "PreemptTime="
-      << preempt << "'; exit 0; fi\necho \"$@\" > " << dir << "/scontrol.args\n";
+      << preempt << "'; echo '   StartTime=2026-11-23T05:40:00 EndTime=" << end << " Deadline=N/A'; exit 0; fi\necho \"$@\" > " << dir << "/scontrol.args\n";
   }
   ::chmod(path.c_str(), 0755);
   return path;
@@ -192,6 +194,47 @@ TEST(Launcher, ItsOwnRequeuesStopAtMaxRestarts) {
   EXPECT_EQ(WEXITSTATUS(r.status), kExitRequeue) << r.err;
   EXPECT_FALSE(posix_fs().exists(t.path + "/scontrol.args")) << "requeued past --max-restarts";
   EXPECT_NE(r.err.find("not requeueing: the job has been restarted 2 times (SLURM_RESTART_COUNT) and --max-restarts is 2"),
+            std::string::npos)
+      << r.err;
+}
+
+// Slurm's time, local, as `scontrol show job` prints it.
+std::string slurm_time(std::time_t t) {
+  char buf[32];
+  std::tm tm{};
+  ::localtime_r(&t, &tm);
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  return buf;
+}
+
+TEST(Launcher, TimeLimitMarginAsksForACheckpointThenRequeuesTheJob) {
+  test::TempDir t;
+  // The job ends 5 s from now; 2 s before that hydro-launch acts, with no signal from anyone.
+  const std::string fake = fake_scontrol(t.path, "None", slurm_time(std::time(nullptr) + 5));
+  LaunchResult r = run_launcher({"--time-limit-margin", "2", "--scontrol", fake, "--", "/bin/sh", "-c",
+                                 exits_75_on_term(t.path)},
+                                {"SLURM_JOB_ID=4242"}, t.path);
+  EXPECT_EQ(WEXITSTATUS(r.status), kExitRequeue) << r.err;
+  EXPECT_EQ(slurp(t.path + "/scontrol.args"), "requeue 4242\n");
+  EXPECT_NE(r.err.find("time limit: --time-limit-margin 2 s before the job's end: asking the program to checkpoint "
+                       "and exit, then requeueing the job"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("job 4242 requeued"), std::string::npos) << r.err;
+}
+
+TEST(Launcher, TimeLimitMarginFromTheEnvironmentAndItsErrors) {
+  test::TempDir t;
+  LaunchResult r = run_launcher({"--", "true"}, {"HYDRO_TIME_LIMIT_MARGIN=soon"}, t.path);
+  EXPECT_EQ(WEXITSTATUS(r.status), 2);
+  EXPECT_EQ(r.err, "hydro-launch: HYDRO_TIME_LIMIT_MARGIN='soon' is not a whole number\n");
+  r = run_launcher({"--time-limit-margin", "-5", "--", "true"}, {}, t.path);
+  EXPECT_EQ(WEXITSTATUS(r.status), 2);
+  EXPECT_EQ(r.err, "hydro-launch: --time-limit-margin: -5 must be 0 or more\n");
+  // Outside a Slurm job there is nothing to watch: the program just runs.
+  r = run_launcher({"--", "true"}, {"HYDRO_TIME_LIMIT_MARGIN=60", "SLURM_JOB_ID="}, t.path);
+  EXPECT_EQ(WEXITSTATUS(r.status), 0) << r.err;
+  EXPECT_NE(r.err.find("--time-limit-margin: not in a Slurm job (no SLURM_JOB_ID); no time limit to watch"),
             std::string::npos)
       << r.err;
 }

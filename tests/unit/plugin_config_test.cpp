@@ -14,7 +14,8 @@ TEST(PluginConfig, DefaultsAndKeys) {
   EXPECT_FALSE(c.defaults.pause);
   EXPECT_FALSE(c.defaults.checkpoint_dir);
   ASSERT_TRUE(PluginConfig::parse({"default_pause=on", "checkpoint_dir=/scratch/%u/%j", "checkpoint_every=100",
-                                   "keep_last=2", "checkpoint_mode=sync_all", "max_restarts=7"},
+                                   "keep_last=2", "checkpoint_mode=sync_all", "max_restarts=7",
+                                   "time_limit_margin=300"},
                                   "plugstack.conf", &c)
                   .ok());
   EXPECT_TRUE(*c.defaults.pause);
@@ -23,6 +24,8 @@ TEST(PluginConfig, DefaultsAndKeys) {
   EXPECT_EQ(*c.defaults.keep_last, 2);
   EXPECT_EQ(*c.defaults.checkpoint_mode, "sync_all");
   EXPECT_EQ(*c.defaults.max_restarts, 7);
+  EXPECT_EQ(*c.defaults.time_limit_margin, 300);
+  EXPECT_FALSE(PluginConfig::parse({"time_limit_margin=-1"}, "plugstack.conf", &c).ok());
 }
 
 TEST(PluginConfig, YamlFileWithPlugstackArgumentsOverridingIt) {

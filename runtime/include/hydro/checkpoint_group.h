@@ -2,8 +2,9 @@
 // through a RankStore. Every rank calls the same methods in the same order (lock step).
 //
 // The vote (at each step end): every rank says whether it wants a checkpoint and whether it wants
-// to exit; sync_any grants what ANY rank wants, sync_all only what ALL want. One store add and one
-// wait per rank.
+// to exit; sync_any grants what ANY rank wants, sync_all only what ALL want. It also says whether
+// a suspend checkpoint would fit its window (granted only when ALL say so) and whether it has a
+// SIGTSTP and wants that checkpoint now (ANY, in both modes). One store add and one wait per rank.
 //
 // The save:
 //   1. rank 0 creates the staging directory and publishes its name;
@@ -37,6 +38,18 @@ namespace hydro {
 struct GroupDecision {
   bool checkpoint = false;
   bool exit = false;
+  // Every rank said its last step plus its last save fit the suspend window: a SIGTSTP after this
+  // vote checkpoints before it pauses, on every rank alike (HYDRO_SUSPEND_CHECKPOINT=auto).
+  bool suspend_checkpoint = false;
+  // Some rank has a SIGTSTP pending and checkpoints before pausing: every rank checkpoints now
+  // (then `checkpoint` is true too), whatever the mode.
+  bool suspend_now = false;
+};
+
+// A rank's part of the suspend checkpoint in a vote.
+struct SuspendVote {
+  bool fits = false;  // its last step plus its last save fit the suspend window
+  bool now = false;   // it has a SIGTSTP pending and wants the checkpoint before pausing
 };
 
 class CheckpointGroup {
@@ -44,7 +57,10 @@ class CheckpointGroup {
   // `host` names this rank's machine (gethostname); `dir` is this rank's view of the root.
   CheckpointGroup(RankStore& store, int rank, int world_size, std::string host, std::chrono::milliseconds timeout);
 
-  Status vote(CheckpointMode mode, bool want_checkpoint, bool want_exit, GroupDecision* out);
+  Status vote(CheckpointMode mode, bool want_checkpoint, bool want_exit, GroupDecision* out,
+              const SuspendVote& suspend = {});
+  // Beyond this many ranks the vote carries no suspend fields: no suspend checkpoint.
+  static constexpr int kMaxSuspendWorld = 6207;
 
   // Writes this rank's shard through `fill` (files go into rank-R/) and commits collectively.
   // On success *out names the committed checkpoint (on every rank).

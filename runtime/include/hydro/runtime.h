@@ -110,6 +110,7 @@ class Runtime {
   std::string load_path(const std::string& checkpoint, const Manifest& manifest, const std::string& file) const;
   bool grouped() const { return group_ != nullptr; }
   void update_suspend_budget();
+  bool suspend_checkpoint_fits() const;
   Settings settings_;
   std::vector<Tracked> tracked_;
   // For HYDRO_SUSPEND_CHECKPOINT: how long the last step and the last checkpoint took.

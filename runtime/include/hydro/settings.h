@@ -32,9 +32,10 @@ struct Settings {
   bool cuda_release = false;       // HYDRO_CUDA_RELEASE=on|off: free cached device memory while paused
   // HYDRO_SUSPEND_CHECKPOINT=auto|off: on SIGTSTP (scontrol suspend), when the rest of the step and
   // a checkpoint fit well inside the 2 s before SIGSTOP (measured: last step + last checkpoint
-  // < 1.5 s), one rank finishes the step and commits a checkpoint before it pauses, so a job
-  // requeued while suspended (SIGKILL, no warning) loses nothing. Otherwise it pauses at the next
-  // operator as usual.
+  // < 1.5 s), the step finishes and a checkpoint commits before the pause, so a job requeued
+  // while suspended (SIGKILL, no warning) loses nothing. One rank, or several in sync_any/sync_all
+  // (every rank's must fit; they agree at each step-end vote); not in async mode. Otherwise it
+  // pauses at the next operator as usual.
   bool suspend_checkpoint = true;
   SignalMap signals = SignalMap::defaults();  // HYDRO_SIGNALS
   int rank = 0;                    // RANK or SLURM_PROCID (hydro/dist_env.h)
