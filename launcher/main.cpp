@@ -39,6 +39,10 @@ int main(int argc, char** argv) {
                  "Watchdog timer FIFO, absolute path (default: no watchdog). Created with mode 0600 if absent "
                  "and removed at exit; an existing FIFO of yours is used and kept; a symlink or any other file is refused. "
                  "Exported to the program as HYDRO_WATCHDOG_FILE and TORCHELASTIC_TIMER_FILE");
+  app.add_option("--watchdog-kill-after", o.watchdog_kill_after,
+                 "Seconds after a timer's catchable signal (a timer may ask for SIGTERM instead of SIGKILL) at which "
+                 "a worker still running gets SIGKILL, with its process group; 0 = never")
+      ->capture_default_str();
   // A whole-number default from the environment; false (and a message) when it is not one.
   auto env_count = [](const char* name, int* out) {
     const char* m = std::getenv(name);
@@ -88,6 +92,11 @@ int main(int argc, char** argv) {
   }
   if (!o.watchdog_file.empty() && o.watchdog_file[0] != '/') {
     std::fprintf(stderr, "hydro-launch: --watchdog-file: '%s' must be an absolute path\n", o.watchdog_file.c_str());
+    return 2;
+  }
+  if (!(o.watchdog_kill_after >= 0) || o.watchdog_kill_after > 86400) {
+    std::fprintf(stderr, "hydro-launch: --watchdog-kill-after: %g must be between 0 and 86400 seconds\n",
+                 o.watchdog_kill_after);
     return 2;
   }
   if (o.max_restarts < 0) {

@@ -1,5 +1,6 @@
 #include "supervisor.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/signalfd.h>
@@ -8,6 +9,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <ctime>
 #include <memory>
@@ -16,6 +18,7 @@
 #include "hydro/checkpoint_dir.h"
 #include "hydro/log.h"
 #include "hydro/exit_codes.h"
+#include "hydro/launch_ready.h"
 #include "hydro/signal_map.h"
 #include "preemption.h"
 #include "time_limit.h"
@@ -25,6 +28,9 @@ namespace hydro::launcher {
 namespace {
 
 void say(const std::string& m) { log_line("hydro-launch", m); }
+
+// How long a checkpoint-and-exit request waits for the program's runtime to come up.
+constexpr int kReadyWaitSeconds = 60;
 
 // Signals forwarded to the training program. Under proctrack/cgroup Slurm signals only the direct
 // children of slurmstepd, so the program never sees these unless we pass them on.
@@ -55,11 +61,14 @@ void prepare_resume(const Options& o) {
   say("resuming from step " + std::to_string(found->step) + " (" + found->path + ")");
 }
 
-pid_t spawn(const std::vector<std::string>& command, const sigset_t& old_mask) {
+// `ready_fd`: the write end of the readiness pipe (hydro/launch_ready.h), kept open in the child.
+pid_t spawn(const std::vector<std::string>& command, const sigset_t& old_mask, int ready_fd) {
   pid_t pid = ::fork();
   if (pid != 0) return pid;
   ::setpgid(0, 0);
   ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+  if (ready_fd >= 0 && ::fcntl(ready_fd, F_SETFD, 0) == 0)
+    ::setenv(kLaunchReadyEnv, std::to_string(ready_fd).c_str(), 1);
   std::vector<char*> argv;
   for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -104,13 +113,35 @@ int run(const Options& o) {
       say("error: " + st.message());
       return 2;
     }
+    watchdog->set_kill_after(std::chrono::milliseconds(static_cast<int64_t>(o.watchdog_kill_after * 1000)));
     // FileTimerClient users read TORCHELASTIC_TIMER_FILE (as under torchrun); hydro::WatchdogClient
     // reads HYDRO_WATCHDOG_FILE.
     ::setenv("HYDRO_WATCHDOG_FILE", o.watchdog_file.c_str(), 1);
     ::setenv("TORCHELASTIC_TIMER_FILE", o.watchdog_file.c_str(), 1);
     say("watchdog: timers are read from " + o.watchdog_file);
   }
-  pid_t child = spawn(o.command, old_mask);
+  int ready[2] = {-1, -1};
+  if (::pipe2(ready, O_CLOEXEC) != 0) {
+    say(std::string("error: pipe: ") + std::strerror(errno));
+    return 1;
+  }
+  pid_t child = spawn(o.command, old_mask, ready[1]);
+  ::close(ready[1]);
+  int ready_fd = ready[0];  // -1 once the program is ready, or can no longer say so
+  bool exit_held = false;   // a checkpoint-and-exit waits for the program to be ready
+  // A program without hydro's runtime never says it is ready: it is not waited for longer.
+  const std::time_t ready_deadline = std::time(nullptr) + kReadyWaitSeconds;
+  // Asks the program to checkpoint and exit (SIGTERM), or holds that until its runtime is up.
+  auto ask_exit = [&](const std::string& why) {
+    if (ready_fd >= 0) {
+      if (!exit_held)
+        say(why + ": the program's hydro runtime is not up yet; asking it to checkpoint and exit once it is");
+      exit_held = true;
+      return;
+    }
+    say(why + ": asking the program to checkpoint and exit, then requeueing the job");
+    ::kill(child, SIGTERM);
+  };
   if (child < 0) {
     say(std::string("error: fork: ") + std::strerror(errno));
     return 1;
@@ -131,13 +162,18 @@ int run(const Options& o) {
   std::string hang;  // set when the watchdog killed a worker: the program's end is a hang
   int status = 0;
   for (;;) {
-    struct pollfd fds[2] = {{sfd, POLLIN, 0}, {watchdog ? watchdog->fd() : -1, POLLIN, 0}};
+    struct pollfd fds[3] = {
+        {sfd, POLLIN, 0}, {watchdog ? watchdog->fd() : -1, POLLIN, 0}, {ready_fd, POLLIN, 0}};
     int timeout = watchdog ? watchdog->poll_timeout_ms(Watchdog::Clock::now()) : -1;
     if (time_limit) {
       int t = time_limit->poll_timeout_ms(std::time(nullptr));
       if (t >= 0 && (timeout < 0 || t < timeout)) timeout = t;
     }
-    int r = ::poll(fds, 2, timeout);
+    if (exit_held) {
+      int t = static_cast<int>(std::max<std::time_t>(0, ready_deadline - std::time(nullptr)) * 1000);
+      if (timeout < 0 || t < timeout) timeout = t;
+    }
+    int r = ::poll(fds, 3, timeout);
     if (r < 0 && errno != EINTR) {
       say(std::string("error: poll: ") + std::strerror(errno) + "; killing the program");
       ::kill(-child, SIGKILL);
@@ -150,11 +186,34 @@ int run(const Options& o) {
       for (const auto& killed : watchdog->check(Watchdog::Clock::now()))
         if (hang.empty()) hang = killed;
     }
-    if (time_limit && time_limit->check(std::time(nullptr))) {
-      say("time limit: --time-limit-margin " + std::to_string(o.time_limit_margin) +
-          " s before the job's end: asking the program to checkpoint and exit, then requeueing the job");
-      ::kill(child, SIGTERM);
+    if (r > 0 && ready_fd >= 0 && (fds[2].revents & (POLLIN | POLLHUP | POLLERR))) {
+      char byte = 0;
+      ssize_t n = ::read(ready_fd, &byte, 1);
+      if (n >= 0 || errno != EINTR) {
+        // One byte: the runtime is up. EOF: the program closed it or ended without a runtime;
+        // either way nothing more will come.
+        ::close(ready_fd);
+        ready_fd = -1;
+        if (exit_held && n == 1) {
+          say("the program's hydro runtime is up: asking it to checkpoint and exit, then requeueing the job");
+          ::kill(child, SIGTERM);
+        } else if (exit_held) {
+          say("the program closed its readiness pipe without a hydro runtime: asking it to exit (SIGTERM)");
+          ::kill(child, SIGTERM);
+        }
+        exit_held = false;
+      }
     }
+    if (exit_held && std::time(nullptr) >= ready_deadline) {
+      say("the program did not say its hydro runtime is up within " + std::to_string(kReadyWaitSeconds) +
+          " s of its start: asking it to checkpoint and exit (SIGTERM) anyway");
+      ::kill(child, SIGTERM);
+      exit_held = false;
+      ::close(ready_fd);
+      ready_fd = -1;
+    }
+    if (time_limit && time_limit->check(std::time(nullptr)))
+      ask_exit("time limit: --time-limit-margin " + std::to_string(o.time_limit_margin) + " s before the job's end");
     if (r <= 0 || !(fds[0].revents & POLLIN)) continue;
 
     struct signalfd_siginfo si;
@@ -174,8 +233,7 @@ int run(const Options& o) {
       continue;
     }
     if (o.requeue_signal && sig == o.requeue_signal) {
-      say(signal_name(sig) + ": asking the program to checkpoint and exit, then requeueing the job");
-      ::kill(child, SIGTERM);
+      ask_exit(signal_name(sig));
       continue;
     }
     if (sig == SIGTERM) terminating = true;
@@ -183,6 +241,7 @@ int run(const Options& o) {
     ::kill(child, sig);
   }
   watchdog.reset();  // removes the FIFO if hydro-launch created it
+  if (ready_fd >= 0) ::close(ready_fd);
 
   const char* job_id = job_env;
   ExitDecision d;

@@ -12,6 +12,7 @@ struct Options {
   int requeue_signal = 0;      // --requeue-signal: checkpoint, exit, requeue the job (0 = none)
   std::string scontrol = "scontrol";
   std::string watchdog_file;   // --watchdog-file: the timer FIFO (absolute); empty = no watchdog
+  double watchdog_kill_after = 30;  // --watchdog-kill-after: seconds from a catchable expiry signal to SIGKILL; 0 = never
   int time_limit_margin = 0;   // --time-limit-margin, $HYDRO_TIME_LIMIT_MARGIN: seconds; 0 = no watch
   int max_restarts = 3;        // --max-restarts, $HYDRO_MAX_RESTARTS: hydro-launch's own requeues (SLURM_RESTART_COUNT)
   std::vector<std::string> command;

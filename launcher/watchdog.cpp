@@ -140,13 +140,40 @@ void Watchdog::handle_line(const std::string& line, Clock::time_point now, doubl
 
 int Watchdog::poll_timeout_ms(Clock::time_point now) const {
   auto next = table_.next_deadline();
+  for (const auto& e : escalations_)
+    if (!next || e.at < *next) next = e.at;
   if (!next) return -1;
   if (*next <= now) return 0;
   auto ms = std::chrono::ceil<std::chrono::milliseconds>(*next - now).count();
   return ms > 24 * 3600 * 1000 ? 24 * 3600 * 1000 : static_cast<int>(ms);
 }
 
+void Watchdog::escalate(Clock::time_point now) {
+  for (auto it = escalations_.begin(); it != escalations_.end();) {
+    if (it->at > now) {
+      ++it;
+      continue;
+    }
+    auto proc = read_proc_stat(it->pid);
+    if (proc && proc->start_time == it->start_time && proc->state != 'Z') {
+      const std::string after = seconds_text(std::chrono::duration<double>(kill_after_).count());
+      if (it->pgid > 0) {
+        say("watchdog: " + it->who + " still runs " + after + " after " + signal_name(it->signal) +
+            "; sending SIGKILL to its process group " + std::to_string(it->pgid));
+        if (::kill(-it->pgid, SIGKILL) != 0 && errno != ESRCH)
+          say(std::string("error: watchdog: kill: ") + std::strerror(errno));
+      } else {
+        say("watchdog: " + it->who + " still runs " + after + " after " + signal_name(it->signal) +
+            "; sending SIGKILL to pid " + std::to_string(it->pid));
+        ::kill(it->pid, SIGKILL);
+      }
+    }
+    it = escalations_.erase(it);
+  }
+}
+
 std::vector<std::string> Watchdog::check(Clock::time_point now) {
+  escalate(now);
   std::vector<std::string> killed;
   for (const auto& e : table_.take_expired(now)) {
     const auto& t = e.timer;
@@ -176,11 +203,15 @@ std::vector<std::string> Watchdog::check(Clock::time_point now) {
       say("watchdog expired: " + who + " (" + ago + "); sending " + signal_name(t.signal) + " to pid " + pid +
           " (it is in hydro-launch's own process group)");
       ::kill(t.pid, t.signal);
+      if (t.signal != SIGKILL && kill_after_.count() > 0)
+        escalations_.push_back({t.pid, t.start_time, 0, now + kill_after_, who, t.signal});
     } else {
       say("watchdog expired: " + who + " (" + ago + "); sending " + signal_name(t.signal) +
           " to its process group " + std::to_string(proc->pgid));
       if (::kill(-proc->pgid, t.signal) != 0 && errno != ESRCH)
         say(std::string("error: watchdog: kill: ") + std::strerror(errno));
+      if (t.signal != SIGKILL && kill_after_.count() > 0)
+        escalations_.push_back({t.pid, t.start_time, proc->pgid, now + kill_after_, who, t.signal});
     }
     killed.push_back(who);
   }

@@ -32,15 +32,20 @@ class Watchdog {
   // The program hydro-launch started (a process group leader): only it, its process group and its
   // descendants may arm timers and be killed.
   void set_child(pid_t child) { child_ = child; }
+  // After a catchable expiry signal (a timer that asks for SIGTERM, say), a worker still running
+  // this long later gets SIGKILL, its process group too: a hung job never outlives its watchdog
+  // because it ignores or mishandles the signal. Zero: no escalation.
+  void set_kill_after(std::chrono::milliseconds d) { kill_after_ = d; }
 
   // Reads every request waiting in the FIFO. A bad line is logged and ignored.
   void read_requests();
   // One request line, as read_requests() handles it (`now`: steady; `wall_now`: epoch seconds).
   void handle_line(const std::string& line, Clock::time_point now, double wall_now);
-  // Milliseconds until the nearest deadline (rounded up), -1 when no timer is armed.
+  // Milliseconds until the nearest deadline or escalation (rounded up), -1 when none.
   int poll_timeout_ms(Clock::time_point now) const;
-  // Kills the workers whose timers expired by `now`. Returns one description per worker killed,
-  // e.g. "pid 1234 scope 'train step'".
+  // Kills the workers whose timers expired by `now`, and SIGKILLs those that outlived a catchable
+  // signal by kill_after. Returns one description per worker signalled on expiry, e.g.
+  // "pid 1234 scope 'train step'".
   std::vector<std::string> check(Clock::time_point now);
 
   const TimerTable& timers() const { return table_; }
@@ -56,6 +61,18 @@ class Watchdog {
   std::string pending_;  // a partial line
   bool skipping_ = false;  // dropping an over-long line up to its newline
   TimerTable table_;
+  // A catchable signal sent: SIGKILL at `at` if the same process still runs.
+  struct Escalation {
+    pid_t pid;
+    uint64_t start_time;
+    pid_t pgid;  // 0: the pid alone (it was in hydro-launch's own group)
+    Clock::time_point at;
+    std::string who;
+    int signal;
+  };
+  std::chrono::milliseconds kill_after_{0};
+  std::vector<Escalation> escalations_;
+  void escalate(Clock::time_point now);
 };
 
 }  // namespace hydro::launcher

@@ -22,6 +22,7 @@
 #include "hydro/checkpoint_dir.h"
 #include "hydro/checkpoint_group.h"
 #include "snapshot.h"
+#include "hydro/launch_ready.h"
 #include "hydro/log.h"
 #include "hydro/pause_gate.h"
 
@@ -243,6 +244,7 @@ Runtime::Runtime(Settings settings) : settings_(std::move(settings)) {
   }
   Status st = SignalBridge::start(signals, on_signal);
   if (!st.ok()) fail(st);
+  tell_launcher_ready();  // hydro-launch may now ask for a checkpoint-and-exit
   if (settings_.world_size > 1 && settings_.mode != CheckpointMode::async && !settings_.checkpoint_dir.empty()) {
     store_ = connect_tcp_store(settings_);
     group_ = std::make_unique<CheckpointGroup>(*store_, settings_.rank, settings_.world_size, host_name(),

@@ -16,10 +16,13 @@ start_cluster "$proctrack"
 steps=${HYDRO_TEST_STEPS:-4000}
 work=$(mktemp -d /tmp/hydro-it.XXXXXX)
 args=(--steps "$steps" --log-every 25 --pg-timeout 300)
+log=$work/job.log
 if [ "$tasks" = 1 ]; then
   run=(exec) wake=(-b)  # hydro-launch is the batch shell
 else
-  run=(exec srun -n "$tasks") wake=()  # hydro-launch is each task of a step
+  # hydro-launch is each task of a step. slurmstepd writes the tasks' output to the log itself:
+  # relayed through srun, which the suspend stops too, nothing would show until the resume.
+  run=(exec srun -n "$tasks" --open-mode=append -o "$log") wake=()
 fi
 
 note "reference: the same example, never interrupted ($tasks task(s))"
@@ -31,7 +34,6 @@ cat >"$work/job.sh" <<JOB
 echo "restart count: \${SLURM_RESTART_COUNT:-0}"
 ${run[*]} "$launch" -- "$train" ${args[*]}
 JOB
-log=$work/job.log
 export HYDRO_TEST_LOGS=$log
 job=$(sbatch --parsable --requeue --open-mode=append -n "$tasks" --hydro-pause=on -o "$log" "$work/job.sh") ||
   fail "sbatch failed"

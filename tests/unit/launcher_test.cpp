@@ -149,9 +149,11 @@ std::string fake_scontrol(const std::string& dir, const std::string& preempt = "
   return path;
 }
 
-// A program that says it is ready, then checkpoints-and-exits (status 75) on SIGTERM.
+// A program that says it is ready (to hydro-launch as hydro's Runtime does, and to the test),
+// then checkpoints-and-exits (status 75) on SIGTERM.
 std::string exits_75_on_term(const std::string& dir) {
-  return "trap 'exit " + std::to_string(kExitRequeue) + "' TERM; touch " + dir + "/ready; while :; do sleep 0.01; done";
+  return "trap 'exit " + std::to_string(kExitRequeue) + "' TERM; echo r >&$HYDRO_LAUNCH_READY_FD; touch " + dir +
+         "/ready; while :; do sleep 0.01; done";
 }
 
 TEST(Launcher, RequeueSignalAsksForACheckpointThenRequeuesTheJob) {
@@ -163,6 +165,24 @@ TEST(Launcher, RequeueSignalAsksForACheckpointThenRequeuesTheJob) {
   EXPECT_EQ(WEXITSTATUS(r.status), kExitRequeue) << r.err;
   EXPECT_EQ(slurp(t.path + "/scontrol.args"), "requeue 4242\n");
   EXPECT_NE(r.err.find("job 4242 requeued"), std::string::npos) << r.err;
+}
+
+TEST(Launcher, ARequeueSignalBeforeTheRuntimeIsUpIsHeldUntilItIs) {
+  test::TempDir t;
+  const std::string fake = fake_scontrol(t.path);
+  // Ready for the test at once, for hydro-launch only 300 ms later: as a Runtime still starting.
+  const std::string script = "trap 'exit " + std::to_string(kExitRequeue) + "' TERM; touch " + t.path +
+                             "/ready; sleep 0.3; echo r >&$HYDRO_LAUNCH_READY_FD; while :; do sleep 0.01; done";
+  LaunchResult r = run_launcher({"--requeue-signal", "USR1", "--scontrol", fake, "--", "/bin/sh", "-c", script},
+                                {"SLURM_JOB_ID=4242"}, t.path, SIGUSR1);
+  EXPECT_EQ(WEXITSTATUS(r.status), kExitRequeue) << r.err;
+  EXPECT_NE(r.err.find("SIGUSR1: the program's hydro runtime is not up yet; asking it to checkpoint and exit once it is"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("the program's hydro runtime is up: asking it to checkpoint and exit, then requeueing the job"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(slurp(t.path + "/scontrol.args"), "requeue 4242\n");
 }
 
 TEST(Launcher, TermFromSlurmIsForwardedAndNeverTurnedIntoARequeue) {

@@ -123,6 +123,76 @@ TEST(WatchdogServer, KillsTheProcessGroupOnlyIfThePidIsStillTheProcessThatArmedI
   EXPECT_EQ(w->poll_timeout_ms(now), -1);
 }
 
+// A sleeper in its own process group that ignores SIGTERM (SIG_IGN survives exec).
+pid_t start_term_ignoring_sleeper() {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::signal(SIGTERM, SIG_IGN);
+    ::execl("/bin/sleep", "sleep", "1000", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);
+  return pid;
+}
+
+TEST(WatchdogServer, AWorkerThatOutlivesACatchableSignalGetsSigkillAfterTheGrace) {
+  test::TempDir t;
+  std::unique_ptr<Watchdog> w;
+  ASSERT_TRUE(Watchdog::open(t.path + "/timers", &w).ok());
+  w->set_kill_after(std::chrono::seconds(30));
+  pid_t child = start_term_ignoring_sleeper();
+  w->set_child(child);
+  // Wait until it has exec'd sleep: SIG_IGN is set by then.
+  for (int i = 0; i < 5000 && slurp("/proc/" + std::to_string(child) + "/comm") != "sleep\n"; ++i) ::usleep(1000);
+  auto now = Watchdog::Clock::now();
+  w->handle_line(request(child, "step", wall_now() - 1, SIGTERM), now, wall_now());
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(w->check(now).size(), 1u);
+  std::string log = testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("sending SIGTERM to its process group " + std::to_string(child)), std::string::npos) << log;
+  ::usleep(20000);
+  EXPECT_FALSE(dead(child)) << "it ignores SIGTERM";
+  EXPECT_EQ(w->poll_timeout_ms(now), 30000) << "the escalation is the next deadline";
+
+  testing::internal::CaptureStderr();
+  EXPECT_TRUE(w->check(now + std::chrono::seconds(29)).empty());
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+  testing::internal::CaptureStderr();
+  EXPECT_TRUE(w->check(now + std::chrono::seconds(30)).empty());
+  log = testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("watchdog: pid " + std::to_string(child) +
+                     " scope 'step' still runs 30.0 s after SIGTERM; sending SIGKILL to its process group " +
+                     std::to_string(child)),
+            std::string::npos)
+      << log;
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  EXPECT_EQ(w->poll_timeout_ms(now), -1);
+}
+
+TEST(WatchdogServer, AWorkerThatEndsOnTheCatchableSignalIsNotKilledAgain) {
+  test::TempDir t;
+  std::unique_ptr<Watchdog> w;
+  ASSERT_TRUE(Watchdog::open(t.path + "/timers", &w).ok());
+  w->set_kill_after(std::chrono::seconds(30));
+  pid_t child = start_sleeper(/*own_group=*/true);
+  w->set_child(child);
+  auto now = Watchdog::Clock::now();
+  w->handle_line(request(child, "step", wall_now() - 1, SIGTERM), now, wall_now());
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(w->check(now).size(), 1u);
+  (void)testing::internal::GetCapturedStderr();
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM);
+  testing::internal::CaptureStderr();
+  EXPECT_TRUE(w->check(now + std::chrono::seconds(30)).empty());
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "") << "gone: nothing to escalate";
+  EXPECT_EQ(w->poll_timeout_ms(now), -1);
+}
+
 TEST(WatchdogServer, IgnoresBadLinesReleasesAndProcessesThatAreNotOurs) {
   test::TempDir t;
   std::unique_ptr<Watchdog> w;
