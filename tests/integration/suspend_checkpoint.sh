@@ -18,11 +18,11 @@ work=$(mktemp -d /tmp/hydro-it.XXXXXX)
 args=(--steps "$steps" --log-every 25 --pg-timeout 300)
 log=$work/job.log
 if [ "$tasks" = 1 ]; then
-  run=(exec) wake=(-b)  # hydro-launch is the batch shell
+  run="exec" wake=(-b)  # hydro-launch is the batch shell
 else
-  # hydro-launch is each task of a step. slurmstepd writes the tasks' output to the log itself:
-  # relayed through srun, which the suspend stops too, nothing would show until the resume.
-  run=(exec srun -n "$tasks" --open-mode=append -o "$log") wake=()
+  # hydro-launch is each task of a step, and appends to the log itself: output relayed through
+  # slurmstepd and srun (which the suspend stops too) would show only after the resume.
+  run="exec srun -n $tasks bash -c 'exec \"\$@\" >>$log 2>&1' task" wake=()
 fi
 
 note "reference: the same example, never interrupted ($tasks task(s))"
@@ -32,7 +32,7 @@ want=$(grep -oP '^weights_digest=\K\w+' "$work/reference.log" | sort -u) || fail
 cat >"$work/job.sh" <<JOB
 #!/bin/bash
 echo "restart count: \${SLURM_RESTART_COUNT:-0}"
-${run[*]} "$launch" -- "$train" ${args[*]}
+$run "$launch" -- "$train" ${args[*]}
 JOB
 export HYDRO_TEST_LOGS=$log
 job=$(sbatch --parsable --requeue --open-mode=append -n "$tasks" --hydro-pause=on -o "$log" "$work/job.sh") ||
