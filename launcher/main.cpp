@@ -40,8 +40,8 @@ int main(int argc, char** argv) {
                  "and removed at exit; an existing FIFO of yours is used and kept; a symlink or any other file is refused. "
                  "Exported to the program as HYDRO_WATCHDOG_FILE and TORCHELASTIC_TIMER_FILE");
   app.add_option("--watchdog-kill-after", o.watchdog_kill_after,
-                 "Seconds after a timer's catchable signal (a timer may ask for SIGTERM instead of SIGKILL) at which "
-                 "a worker still running gets SIGKILL, with its process group; 0 = never")
+                 "Seconds after a timer's SIGTERM, SIGINT, SIGHUP or SIGQUIT (a timer may ask for one instead of "
+                 "SIGKILL) at which a worker still running gets SIGKILL, with its process group; 0 = never")
       ->capture_default_str();
   // A whole-number default from the environment; false (and a message) when it is not one.
   auto env_count = [](const char* name, int* out) {

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -67,8 +68,11 @@ pid_t spawn(const std::vector<std::string>& command, const sigset_t& old_mask, i
   if (pid != 0) return pid;
   ::setpgid(0, 0);
   ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
-  if (ready_fd >= 0 && ::fcntl(ready_fd, F_SETFD, 0) == 0)
+  struct stat st;
+  if (ready_fd >= 0 && ::fstat(ready_fd, &st) == 0 && ::fcntl(ready_fd, F_SETFD, 0) == 0) {
     ::setenv(kLaunchReadyEnv, std::to_string(ready_fd).c_str(), 1);
+    ::setenv(kLaunchReadyInoEnv, std::to_string(st.st_ino).c_str(), 1);
+  }
   std::vector<char*> argv;
   for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -127,13 +131,16 @@ int run(const Options& o) {
   }
   pid_t child = spawn(o.command, old_mask, ready[1]);
   ::close(ready[1]);
-  int ready_fd = ready[0];  // -1 once the program is ready, or can no longer say so
-  bool exit_held = false;   // a checkpoint-and-exit waits for the program to be ready
+  // The read end stays open until the end (a late writer must not get SIGPIPE); it is polled
+  // while `awaiting_ready`.
+  const int ready_fd = ready[0];
+  bool awaiting_ready = true;  // false once the program is ready, or can no longer say so
+  bool exit_held = false;      // a checkpoint-and-exit waits for the program to be ready
   // A program without hydro's runtime never says it is ready: it is not waited for longer.
   const std::time_t ready_deadline = std::time(nullptr) + kReadyWaitSeconds;
   // Asks the program to checkpoint and exit (SIGTERM), or holds that until its runtime is up.
   auto ask_exit = [&](const std::string& why) {
-    if (ready_fd >= 0) {
+    if (awaiting_ready) {
       if (!exit_held)
         say(why + ": the program's hydro runtime is not up yet; asking it to checkpoint and exit once it is");
       exit_held = true;
@@ -163,7 +170,7 @@ int run(const Options& o) {
   int status = 0;
   for (;;) {
     struct pollfd fds[3] = {
-        {sfd, POLLIN, 0}, {watchdog ? watchdog->fd() : -1, POLLIN, 0}, {ready_fd, POLLIN, 0}};
+        {sfd, POLLIN, 0}, {watchdog ? watchdog->fd() : -1, POLLIN, 0}, {awaiting_ready ? ready_fd : -1, POLLIN, 0}};
     int timeout = watchdog ? watchdog->poll_timeout_ms(Watchdog::Clock::now()) : -1;
     if (time_limit) {
       int t = time_limit->poll_timeout_ms(std::time(nullptr));
@@ -186,14 +193,13 @@ int run(const Options& o) {
       for (const auto& killed : watchdog->check(Watchdog::Clock::now()))
         if (hang.empty()) hang = killed;
     }
-    if (r > 0 && ready_fd >= 0 && (fds[2].revents & (POLLIN | POLLHUP | POLLERR))) {
+    if (r > 0 && awaiting_ready && (fds[2].revents & (POLLIN | POLLHUP | POLLERR))) {
       char byte = 0;
       ssize_t n = ::read(ready_fd, &byte, 1);
       if (n >= 0 || errno != EINTR) {
         // One byte: the runtime is up. EOF: the program closed it or ended without a runtime;
         // either way nothing more will come.
-        ::close(ready_fd);
-        ready_fd = -1;
+        awaiting_ready = false;
         if (exit_held && n == 1) {
           say("the program's hydro runtime is up: asking it to checkpoint and exit, then requeueing the job");
           ::kill(child, SIGTERM);
@@ -209,8 +215,7 @@ int run(const Options& o) {
           " s of its start: asking it to checkpoint and exit (SIGTERM) anyway");
       ::kill(child, SIGTERM);
       exit_held = false;
-      ::close(ready_fd);
-      ready_fd = -1;
+      awaiting_ready = false;
     }
     if (time_limit && time_limit->check(std::time(nullptr)))
       ask_exit("time limit: --time-limit-margin " + std::to_string(o.time_limit_margin) + " s before the job's end");
@@ -241,7 +246,7 @@ int run(const Options& o) {
     ::kill(child, sig);
   }
   watchdog.reset();  // removes the FIFO if hydro-launch created it
-  if (ready_fd >= 0) ::close(ready_fd);
+  ::close(ready_fd);
 
   const char* job_id = job_env;
   ExitDecision d;

@@ -7,6 +7,10 @@
 namespace hydro::launcher {
 
 std::optional<std::time_t> end_time(const std::string& text) {
+  // SLURM_TIME_FORMAT=%s: seconds since the epoch, free of time zones and the user's format.
+  static const std::regex epoch(R"((?:^|\s)EndTime=(\d{9,12})(?:\s|$))");
+  std::smatch e;
+  if (std::regex_search(text, e, epoch)) return static_cast<std::time_t>(std::stoll(e[1]));
   static const std::regex re(R"((?:^|\s)EndTime=(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\s|$))");
   std::smatch m;
   if (!std::regex_search(text, m, re)) return std::nullopt;
@@ -29,7 +33,10 @@ TimeLimitWatch::TimeLimitWatch(int margin_s, ReadEnd read_end, std::function<voi
 TimeLimitWatch::ReadEnd TimeLimitWatch::from_scontrol(const std::string& scontrol, const std::string& job_id) {
   return [scontrol, job_id]() -> std::optional<std::time_t> {
     std::string out;
-    if (run_capture({scontrol, "show", "job", job_id}, &out) != 0) return std::nullopt;
+    // Times as epoch seconds whatever the user's SLURM_TIME_FORMAT; at most 10 s: a slurmctld
+    // that does not answer must not hold up hydro-launch's signal forwarding for long.
+    if (run_capture({"env", "SLURM_TIME_FORMAT=%s", "timeout", "10", scontrol, "show", "job", job_id}, &out) != 0)
+      return std::nullopt;
     return end_time(out);
   };
 }

@@ -15,8 +15,9 @@
 
 namespace hydro::launcher {
 
-// From `scontrol show job` output: EndTime as seconds since the epoch (local time, as Slurm
-// prints it); nullopt when absent, Unknown or None.
+// From `scontrol show job` output: EndTime as seconds since the epoch, given as such
+// (SLURM_TIME_FORMAT=%s, as hydro-launch runs scontrol) or as Slurm's standard local time;
+// nullopt when absent, Unknown or None.
 std::optional<std::time_t> end_time(const std::string& scontrol_output);
 
 class TimeLimitWatch {
@@ -24,7 +25,7 @@ class TimeLimitWatch {
   // `read_end` returns the job's EndTime, nullopt when it cannot be read.
   using ReadEnd = std::function<std::optional<std::time_t>()>;
   TimeLimitWatch(int margin_s, ReadEnd read_end, std::function<void(const std::string&)> say);
-  // Runs `scontrol show job JOB`.
+  // Runs `scontrol show job JOB` with SLURM_TIME_FORMAT=%s, for at most 10 s.
   static ReadEnd from_scontrol(const std::string& scontrol, const std::string& job_id);
 
   // Milliseconds until check() has something to do; -1 once it has fired or given up.

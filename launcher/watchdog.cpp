@@ -148,6 +148,10 @@ int Watchdog::poll_timeout_ms(Clock::time_point now) const {
   return ms > 24 * 3600 * 1000 ? 24 * 3600 * 1000 : static_cast<int>(ms);
 }
 
+// The signals a worker is asked to end on; others (SIGUSR1, SIGWINCH: hydro's pause, checkpoint)
+// are not followed by SIGKILL.
+static bool asks_to_end(int sig) { return sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT; }
+
 void Watchdog::escalate(Clock::time_point now) {
   for (auto it = escalations_.begin(); it != escalations_.end();) {
     if (it->at > now) {
@@ -157,10 +161,11 @@ void Watchdog::escalate(Clock::time_point now) {
     auto proc = read_proc_stat(it->pid);
     if (proc && proc->start_time == it->start_time && proc->state != 'Z') {
       const std::string after = seconds_text(std::chrono::duration<double>(kill_after_).count());
-      if (it->pgid > 0) {
+      // Its group now (it may have moved), unless that is hydro-launch's own.
+      if (it->pgid > 0 && proc->pgid != ::getpgrp()) {
         say("watchdog: " + it->who + " still runs " + after + " after " + signal_name(it->signal) +
-            "; sending SIGKILL to its process group " + std::to_string(it->pgid));
-        if (::kill(-it->pgid, SIGKILL) != 0 && errno != ESRCH)
+            "; sending SIGKILL to its process group " + std::to_string(proc->pgid));
+        if (::kill(-proc->pgid, SIGKILL) != 0 && errno != ESRCH)
           say(std::string("error: watchdog: kill: ") + std::strerror(errno));
       } else {
         say("watchdog: " + it->who + " still runs " + after + " after " + signal_name(it->signal) +
@@ -203,14 +208,14 @@ std::vector<std::string> Watchdog::check(Clock::time_point now) {
       say("watchdog expired: " + who + " (" + ago + "); sending " + signal_name(t.signal) + " to pid " + pid +
           " (it is in hydro-launch's own process group)");
       ::kill(t.pid, t.signal);
-      if (t.signal != SIGKILL && kill_after_.count() > 0)
+      if (asks_to_end(t.signal) && kill_after_.count() > 0)
         escalations_.push_back({t.pid, t.start_time, 0, now + kill_after_, who, t.signal});
     } else {
       say("watchdog expired: " + who + " (" + ago + "); sending " + signal_name(t.signal) +
           " to its process group " + std::to_string(proc->pgid));
       if (::kill(-proc->pgid, t.signal) != 0 && errno != ESRCH)
         say(std::string("error: watchdog: kill: ") + std::strerror(errno));
-      if (t.signal != SIGKILL && kill_after_.count() > 0)
+      if (asks_to_end(t.signal) && kill_after_.count() > 0)
         escalations_.push_back({t.pid, t.start_time, proc->pgid, now + kill_after_, who, t.signal});
     }
     killed.push_back(who);

@@ -32,7 +32,7 @@ class Watchdog {
   // The program hydro-launch started (a process group leader): only it, its process group and its
   // descendants may arm timers and be killed.
   void set_child(pid_t child) { child_ = child; }
-  // After a catchable expiry signal (a timer that asks for SIGTERM, say), a worker still running
+  // After an expiry signal that asks a worker to end (SIGTERM, SIGINT, SIGHUP, SIGQUIT), one still running
   // this long later gets SIGKILL, its process group too: a hung job never outlives its watchdog
   // because it ignores or mishandles the signal. Zero: no escalation.
   void set_kill_after(std::chrono::milliseconds d) { kill_after_ = d; }

@@ -554,7 +554,10 @@ bool Runtime::step_end(int64_t step) {
   // SIGTSTP with a checkpoint that fits before the freeze: the step has ended; checkpoint, then
   // pause. A group checkpoints together, through the vote, then every rank that has its SIGTSTP
   // pauses after the save.
-  const bool suspend_now = gate.pause_pending() && gate.pause_signal() == SIGTSTP && g_suspend_checkpoint &&
+  // One reading of the pause for both decisions below: a SIGTSTP landing between two readings
+  // would pause a group's rank before the vote and lose the suspend checkpoint.
+  const bool pending = gate.pause_pending();
+  const bool suspend_now = pending && gate.pause_signal() == SIGTSTP && g_suspend_checkpoint &&
                            !operator_pause_armed() && !gate.exit_requested();
   bool saved = false;
   if (suspend_now && !grouped()) {
@@ -562,7 +565,7 @@ bool Runtime::step_end(int64_t step) {
     saved = true;
     log("checkpoint of step " + std::to_string(step) + " committed in " + path + " before the suspend");
   }
-  if (gate.pause_pending() && !(suspend_now && grouped())) {
+  if (pending && !(suspend_now && grouped())) {
     log("paused at the end of step " + std::to_string(step));
     gate.wait_while_paused();
     log("resumed at the end of step " + std::to_string(step));
@@ -619,7 +622,9 @@ bool Runtime::step_end(int64_t step) {
       log("checkpoint of step " + std::to_string(step) + " committed in " + path + " (requested); training goes on");
   }
   // A group's suspend checkpoint: every rank with its SIGTSTP by now (also one that came during the
-  // vote or the save) pauses here, at the same step.
+  // vote or the save) pauses here, at the same step. One whose SIGTSTP comes later still (the
+  // signals reach the ranks within a millisecond; the vote and save take longer) runs on into the
+  // next step's collective and waits there, for its peer, until the freeze.
   if (before_suspend && grouped() && gate.pause_pending()) {
     log("paused at the end of step " + std::to_string(step));
     gate.wait_while_paused();

@@ -49,7 +49,9 @@ note "scontrol suspend: the step ends, a checkpoint commits, then the pause, all
 scontrol suspend "$job"
 wait_state "$job" SUSPENDED
 wait_count "$log" 'checkpoint of step [0-9]+ committed in .* before the suspend' "$tasks" 10
-wait_count "$log" 'paused at the end of step' "$tasks" 10
+# Every rank with its SIGTSTP by the end of the save pauses at that step; one whose signal came
+# later waits in the next step's collective instead (runtime.cpp), so at least one line.
+wait_count "$log" 'paused at the end of step' 1 10
 ck=$(grep -oP 'checkpoint of step \K[0-9]+(?= committed in .* before the suspend)' "$log" | sort -u)
 paused=$(grep -oP 'paused at the end of step \K[0-9]+' "$log" | sort -u)
 [ "$(echo "$ck" | wc -l)" = 1 ] || fail "the ranks checkpointed different steps: $ck"

@@ -19,7 +19,7 @@ if [ "$tasks" = 1 ]; then
 else
   run=(exec srun -n "$tasks")  # hydro-launch is each task of a step
 fi
-asked='time limit: --time-limit-margin 40 s before the job.s end: asking (the program|it) to checkpoint and exit'
+asked='time limit: --time-limit-margin 40 s before the job.s end: (asking the program|the program.s hydro runtime is not up yet; asking it) to checkpoint and exit'
 
 note "reference: the same example, never stopped"
 srun -n "$tasks" "$train" "${args[@]}" >"$work/reference.log" 2>&1 || fail "reference run failed"
@@ -47,7 +47,7 @@ for run in $(seq 21); do
   show_new "$log"
   [ "$s" = TIMEOUT ] && fail "job $job ran into its time limit: nothing made it checkpoint and requeue"
   [[ $s =~ ^(COMPLETED|FAILED|CANCELLED)$ ]] && break
-  wait_for "$log" "$asked" 5
+  wait_count "$log" "$asked" "$run" 5
   release "$job"
 done
 wait_state "$job" COMPLETED 120

@@ -34,6 +34,7 @@ TEST(TimeLimit, EndTimeIsReadFromScontrolInLocalTime) {
   EXPECT_EQ(end_time("   RunTime=00:00:10 TimeLimit=00:01:00\n   StartTime=2026-11-23T08:17:30 "
                      "EndTime=2026-11-23T08:18:30 Deadline=N/A\n"),
             want);
+  EXPECT_EQ(end_time("   StartTime=1795421850 EndTime=1795421910 Deadline=N/A\n"), 1795421910);
   EXPECT_EQ(end_time("EndTime=Unknown Deadline=N/A"), std::nullopt);
   EXPECT_EQ(end_time("EndTime=None"), std::nullopt);
   EXPECT_EQ(end_time("slurm_load_jobs error: Invalid job id specified"), std::nullopt);

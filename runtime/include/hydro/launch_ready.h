@@ -8,9 +8,13 @@
 namespace hydro {
 
 inline constexpr const char* kLaunchReadyEnv = "HYDRO_LAUNCH_READY_FD";
+// The pipe's inode: a descriptor number can outlive its pipe (a launcher in between that closes
+// descriptors, as torchrun or Python's subprocess do) and be reused by another file.
+inline constexpr const char* kLaunchReadyInoEnv = "HYDRO_LAUNCH_READY_INO";
 
-// Called by the Runtime: writes the byte, closes the descriptor, unsets the variable (so that a
-// child process does not repeat it). Does nothing without the variable or with a bad value.
+// Called by the Runtime: writes the byte, closes the descriptor, unsets the variables (so that a
+// child process does not repeat it). Does nothing without the variable, with a bad value, or when
+// the descriptor is not that pipe's write end any more. Never raises SIGPIPE.
 void tell_launcher_ready();
 
 }  // namespace hydro
