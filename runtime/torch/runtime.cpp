@@ -559,17 +559,18 @@ bool Runtime::step_end(int64_t step) {
   const bool pending = gate.pause_pending();
   const bool suspend_now = pending && gate.pause_signal() == SIGTSTP && g_suspend_checkpoint &&
                            !operator_pause_armed() && !gate.exit_requested();
+  auto pause_here = [&] {
+    log("paused at the end of step " + std::to_string(step));
+    gate.wait_while_paused();
+    log("resumed at the end of step " + std::to_string(step));
+  };
   bool saved = false;
   if (suspend_now && !grouped()) {
     std::string path = save(step);
     saved = true;
     log("checkpoint of step " + std::to_string(step) + " committed in " + path + " before the suspend");
   }
-  if (pending && !(suspend_now && grouped())) {
-    log("paused at the end of step " + std::to_string(step));
-    gate.wait_while_paused();
-    log("resumed at the end of step " + std::to_string(step));
-  }
+  if (pending && !(suspend_now && grouped())) pause_here();
   bool checkpoint = settings_.checkpoint_every > 0 && step % settings_.checkpoint_every == 0;
   bool requested = false;
   if (gate.take_checkpoint_request()) {
@@ -625,11 +626,7 @@ bool Runtime::step_end(int64_t step) {
   // vote or the save) pauses here, at the same step. One whose SIGTSTP comes later still (the
   // signals reach the ranks within a millisecond; the vote and save take longer) runs on into the
   // next step's collective and waits there, for its peer, until the freeze.
-  if (before_suspend && grouped() && gate.pause_pending()) {
-    log("paused at the end of step " + std::to_string(step));
-    gate.wait_while_paused();
-    log("resumed at the end of step " + std::to_string(step));
-  }
+  if (before_suspend && grouped() && gate.pause_pending()) pause_here();
   return true;
 }
 

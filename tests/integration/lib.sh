@@ -37,6 +37,15 @@ stop_cluster() {
   exit $rc
 }
 
+# reference_digest TASKS ARGS...: runs the example ($train) on TASKS tasks, never interrupted, its
+# output in $work/reference.log, and prints its weights_digest (one line: every rank agrees).
+reference_digest() {
+  local tasks=$1
+  shift
+  srun -n "$tasks" "$train" "$@" >"$work/reference.log" 2>&1 || fail "reference run failed"
+  grep -oP '^weights_digest=\K\w+' "$work/reference.log" | sort -u
+}
+
 # wait_for FILE REGEX [SECONDS]: until a line of FILE matches.
 wait_for() {
   local file=$1 re=$2 limit=${3:-60} i

@@ -12,8 +12,7 @@ work=$(mktemp -d /tmp/hydro-it.XXXXXX)
 args=(--steps "$steps" --log-every 25 --pg-timeout 300)
 
 note "reference: the same example, never interrupted ($tasks task(s))"
-srun -n "$tasks" "$train" "${args[@]}" >"$work/reference.log" 2>&1 || fail "reference run failed"
-want=$(grep -oP '^weights_digest=\K\w+' "$work/reference.log" | sort -u) || fail "no weights_digest in the reference run"
+want=$(reference_digest "$tasks" "${args[@]}") || fail "no weights_digest in the reference run"
 
 cat >"$work/job.sh" <<JOB
 #!/bin/bash

@@ -26,8 +26,7 @@ else
 fi
 
 note "reference: the same example, never interrupted ($tasks task(s))"
-srun -n "$tasks" "$train" "${args[@]}" >"$work/reference.log" 2>&1 || fail "reference run failed"
-want=$(grep -oP '^weights_digest=\K\w+' "$work/reference.log" | sort -u) || fail "no weights_digest in the reference run"
+want=$(reference_digest "$tasks" "${args[@]}") || fail "no weights_digest in the reference run"
 
 cat >"$work/job.sh" <<JOB
 #!/bin/bash
