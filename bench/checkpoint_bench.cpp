@@ -1,16 +1,22 @@
 // Checkpoint writes, measured side by side in one run, interleaved, for several state sizes:
-//   raw    the same number of bytes written to one new file, then fsync (what dd conv=fsync does):
-//          the directory's sequential durable write bandwidth;
-//   torch  plain torch::save of the same module to one file: no fsync, no atomicity;
-//   hydro  hydro::Runtime::save: serialize, checksum, fsync every file, manifest, rename, `latest`
-//          (the time training waits; removing old checkpoints runs in the background, untimed).
-// Prints medians and the medians of the per-round ratios. Usage: hydro-bench-checkpoint [DIR] [MB...]
+//   raw     the same number of bytes written to one new file in 8 MiB writes, then fsync (what
+//           dd bs=8M conv=fsync does): the directory's sequential durable write bandwidth;
+//   rawd    the same with O_DIRECT from one reused aligned buffer (dd bs=8M oflag=direct
+//           conv=fsync): the device without the page cache;
+//   torch   plain torch::save of the same module to one file: no fsync, no atomicity;
+//   torch+f torch::save, then fsync of the file: durable, not atomic, no checksums;
+//   hydro   hydro::Runtime::save: serialize, checksum, fsync every file, manifest, rename, `latest`
+//           (the time training waits; removing old checkpoints runs in the background, untimed).
+// Every variant starts after sync(2). Prints medians and the medians of the per-round ratios.
+// Usage: hydro-bench-checkpoint [DIR] [MB...]
 #include <fcntl.h>
 #include <torch/torch.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -36,16 +42,39 @@ struct State : torch::nn::Module {
   }
 };
 
-double raw_write(const std::string& path, const std::vector<char>& buf) {
+constexpr size_t kChunk = 8 << 20;
+
+double raw_write(const std::string& path, const std::vector<char>& buf, char* aligned) {
   auto t = Clock::now();
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | (aligned ? O_DIRECT : 0), 0644);
+  if (fd < 0) std::abort();
   for (size_t off = 0; off < buf.size();) {
-    ssize_t w = ::write(fd, buf.data() + off, std::min<size_t>(buf.size() - off, 8 << 20));
+    size_t n = std::min(buf.size() - off, kChunk);
+    const char* from = buf.data() + off;
+    if (aligned) {
+      std::memcpy(aligned, from, n);
+      from = aligned;
+      if (n % 4096 != 0) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_DIRECT);  // the tail, as dd does
+    }
+    ssize_t w = ::write(fd, from, n);
     if (w <= 0) std::abort();
     off += static_cast<size_t>(w);
   }
   ::fsync(fd);
   ::close(fd);
+  return secs(t);
+}
+
+double torch_save(const std::string& path, State& state, bool durable) {
+  auto t = Clock::now();
+  torch::serialize::OutputArchive a;
+  state.save(a);
+  a.save_to(path);
+  if (durable) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    ::fsync(fd);
+    ::close(fd);
+  }
   return secs(t);
 }
 
@@ -59,9 +88,11 @@ int main(int argc, char** argv) {
   (void)hydro::posix_fs().remove_tree(dir);
   (void)hydro::posix_fs().make_dirs(dir, 0700);
   std::printf("directory %s\n", dir.c_str());
-  std::printf("%8s %5s | %9s %9s %9s | %13s %13s\n", "state", "runs", "raw s", "torch s", "hydro s",
-              "hydro/raw bw", "hydro/torch t");
+  std::printf("%8s %4s | %7s %7s %7s %7s %7s | %9s %9s %9s %9s\n", "state", "runs", "raw s", "rawd s", "torch s",
+              "torch+f", "hydro s", "bw/raw", "bw/rawd", "t/torch", "t/torch+f");
   std::mt19937 rng(1);
+  char* aligned = static_cast<char*>(std::aligned_alloc(4096, kChunk));
+  std::memset(aligned, 0, kChunk);
   for (int64_t mb : sizes_mb) {
     const int64_t bytes = mb * 1000 * 1000;
     State state(bytes);
@@ -70,45 +101,48 @@ int main(int argc, char** argv) {
     s.checkpoint_dir = dir + "/ck";
     s.keep_last = std::getenv("HYDRO_BENCH_KEEP") ? std::atoi(std::getenv("HYDRO_BENCH_KEEP")) : 1;
     s.pause = false;
+    if (const char* d = std::getenv("HYDRO_CKPT_DIRECT_IO")) s.direct_io = std::string(d) != "off";
     hydro::Runtime rt(s);
     rt.track("model", state);
-    const int runs = mb >= 1000 ? 3 : 5;
-    std::vector<double> raw, torch_t, hydro_t, bw_ratio, t_ratio;
+    const int runs = mb >= 1000 ? 5 : 9;
+    constexpr int kVariants = 5;
+    std::vector<double> t[kVariants], bw_raw, bw_rawd, t_torch, t_torchf;
     int64_t step = 0;
     rt.save(step++);  // warm up: allocations, page cache
     for (int r = 0; r < runs; ++r) {
-      double t[3];
-      int order[3] = {0, 1, 2};
-      std::shuffle(order, order + 3, rng);
+      double d[kVariants];
+      int order[kVariants] = {0, 1, 2, 3, 4};
+      std::shuffle(order, order + kVariants, rng);
       for (int v : order) {
         ::sync();
-        if (v == 0) {
-          t[0] = raw_write(dir + "/raw.bin", buf);
-          ::unlink((dir + "/raw.bin").c_str());
-        } else if (v == 1) {
-          auto t0 = Clock::now();
-          torch::serialize::OutputArchive a;
-          state.save(a);
-          a.save_to(dir + "/plain.pt");
-          t[1] = secs(t0);
-          ::unlink((dir + "/plain.pt").c_str());
-        } else {
-          auto t0 = Clock::now();
-          rt.save(step++);
-          t[2] = secs(t0);  // what training waits for; old checkpoints are removed in the background
-          rt.wait_idle();   // ...which must not slow the next variant down
+        switch (v) {
+          case 0: d[0] = raw_write(dir + "/raw.bin", buf, nullptr); break;
+          case 1: d[1] = raw_write(dir + "/raw.bin", buf, aligned); break;
+          case 2: d[2] = torch_save(dir + "/plain.pt", state, false); break;
+          case 3: d[3] = torch_save(dir + "/plain.pt", state, true); break;
+          case 4: {
+            auto t0 = Clock::now();
+            rt.save(step++);
+            d[4] = secs(t0);  // what training waits for; old checkpoints are removed in the background
+            rt.wait_idle();   // ...which must not slow the next variant down
+            break;
+          }
         }
+        ::unlink((dir + "/raw.bin").c_str());
+        ::unlink((dir + "/plain.pt").c_str());
       }
-      raw.push_back(t[0]);
-      torch_t.push_back(t[1]);
-      hydro_t.push_back(t[2]);
-      bw_ratio.push_back(t[0] / t[2]);
-      t_ratio.push_back(t[2] / t[1]);
+      for (int v = 0; v < kVariants; ++v) t[v].push_back(d[v]);
+      bw_raw.push_back(d[0] / d[4]);
+      bw_rawd.push_back(d[1] / d[4]);
+      t_torch.push_back(d[4] / d[2]);
+      t_torchf.push_back(d[4] / d[3]);
     }
-    std::printf("%6lldMB %5d | %9.3f %9.3f %9.3f | %12.0f%% %12.2fx\n", static_cast<long long>(mb), runs,
-                median(raw), median(torch_t), median(hydro_t), median(bw_ratio) * 100, median(t_ratio));
+    std::printf("%6lldMB %4d | %7.3f %7.3f %7.3f %7.3f %7.3f | %8.0f%% %8.0f%% %8.2fx %8.2fx\n",
+                static_cast<long long>(mb), runs, median(t[0]), median(t[1]), median(t[2]), median(t[3]), median(t[4]),
+                median(bw_raw) * 100, median(bw_rawd) * 100, median(t_torch), median(t_torchf));
     std::fflush(stdout);
   }
+  std::free(aligned);
   (void)hydro::posix_fs().remove_tree(dir);
   return 0;
 }

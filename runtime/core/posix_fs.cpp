@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include "hydro/durable_fs.h"
+#include "write_behind.h"
 
 namespace hydro {
 namespace {
@@ -17,57 +18,32 @@ Status errno_status(const std::string& what) { return Status::from_errno(errno, 
 
 class PosixFile final : public WritableFile {
  public:
-  PosixFile(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  PosixFile(int fd, std::string path) : fd_(fd), path_(path), behind_(new WriteBehind(fd, std::move(path))) {}
   ~PosixFile() override {
+    behind_.reset();  // its thread writes to fd_
     if (fd_ >= 0) ::close(fd_);
   }
-  Status append(const void* data, size_t n) override {
-    Status s = write_all(data, n);
-    if (s.ok()) start_writeback();
-    return s;
-  }
-
-  Status write_all(const void* data, size_t n) {
-    const char* p = static_cast<const char*>(data);
-    while (n > 0) {
-      ssize_t w = ::write(fd_, p, n);
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        return errno_status("write " + path_);
-      }
-      p += w;
-      n -= static_cast<size_t>(w);
-      written_ += static_cast<uint64_t>(w);
-    }
-    return Status::OK();
-  }
-
-  // Starts writeback of what is written so far, without waiting, so that the disk works while
-  // the caller serializes the rest and the final fsync has little left to do.
-  void start_writeback() {
-    constexpr uint64_t kChunk = 8 << 20;
-    if (written_ - kicked_ < kChunk) return;
-    ::sync_file_range(fd_, static_cast<off_t>(kicked_), static_cast<off_t>(written_ - kicked_), SYNC_FILE_RANGE_WRITE);
-    kicked_ = written_;
-  }
+  Status append(const void* data, size_t n) override { return behind_->append(data, n); }
 
   Status sync() override {
+    HYDRO_RETURN_IF_ERROR(behind_->drain());
     // A failed fsync may have dropped the dirty pages: it is never retried into success.
     if (::fsync(fd_) != 0) return errno_status("fsync " + path_);
     return Status::OK();
   }
   Status close() override {
+    Status drained = behind_ ? behind_->drain() : Status::OK();
+    behind_.reset();
     int fd = fd_;
     fd_ = -1;
     if (::close(fd) != 0 && errno != EINTR) return errno_status("close " + path_);
-    return Status::OK();
+    return drained;
   }
 
  private:
   int fd_;
   std::string path_;
-  uint64_t written_ = 0;
-  uint64_t kicked_ = 0;
+  std::unique_ptr<WriteBehind> behind_;
 };
 
 class PosixFs final : public Fs {

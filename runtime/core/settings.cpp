@@ -54,6 +54,8 @@ Status Settings::from_env(Settings* out, const std::function<const char*(const c
   }
   if (std::string v = get("HYDRO_CUDA_RELEASE"); !v.empty())
     HYDRO_RETURN_IF_ERROR(parse_on_off(v, "HYDRO_CUDA_RELEASE", &s.cuda_release));
+  if (std::string v = get("HYDRO_CKPT_DIRECT_IO"); !v.empty())
+    HYDRO_RETURN_IF_ERROR(parse_on_off(v, "HYDRO_CKPT_DIRECT_IO", &s.direct_io));
   if (std::string v = get("HYDRO_SUSPEND_CHECKPOINT"); !v.empty()) {
     if (v == "auto") s.suspend_checkpoint = true;
     else if (v == "off") s.suspend_checkpoint = false;

@@ -231,6 +231,7 @@ Runtime::Runtime(Settings settings) : settings_(std::move(settings)) {
     if (!st.ok()) fail(st);
     signals = only_exit;
   }
+  set_direct_io(settings_.direct_io);
   g_cuda = settings_.pause && torch::cuda::is_available();
   g_cuda_release = g_cuda && settings_.cuda_release && cuda_cache_release_compiled();
   if (settings_.cuda_release && !g_cuda_release)

@@ -27,7 +27,8 @@ TEST(Settings, DefaultsWithAnEmptyEnvironment) {
 TEST(Settings, ReadsEveryVariable) {
   Settings s;
   ASSERT_TRUE(parse({{"HYDRO_PAUSE", "off"}, {"HYDRO_CKPT_DIR", "/ck"}, {"HYDRO_RESUME_FROM", "/ck/step-000000000001"},
-                     {"HYDRO_CKPT_EVERY", "50"}, {"HYDRO_KEEP_LAST", "0"}, {"HYDRO_CUDA_RELEASE", "on"}},
+                     {"HYDRO_CKPT_EVERY", "50"}, {"HYDRO_KEEP_LAST", "0"}, {"HYDRO_CUDA_RELEASE", "on"},
+                     {"HYDRO_CKPT_DIRECT_IO", "off"}},
                     &s)
                   .ok());
   EXPECT_FALSE(s.pause);
@@ -36,6 +37,7 @@ TEST(Settings, ReadsEveryVariable) {
   EXPECT_EQ(s.checkpoint_every, 50);
   EXPECT_EQ(s.keep_last, 0);
   EXPECT_TRUE(s.cuda_release);
+  EXPECT_FALSE(s.direct_io);
 }
 
 TEST(Settings, BadValuesNameTheVariable) {
@@ -47,6 +49,7 @@ TEST(Settings, BadValuesNameTheVariable) {
             "HYDRO_CKPT_EVERY=-1 is out of range [0, 9223372036854775807]");
   EXPECT_EQ(parse({{"HYDRO_KEEP_LAST", "5x"}}, &s).message(), "HYDRO_KEEP_LAST='5x' is not a whole number");
   EXPECT_EQ(parse({{"HYDRO_CUDA_RELEASE", "maybe"}}, &s).message(), "HYDRO_CUDA_RELEASE: 'maybe' is not on or off");
+  EXPECT_EQ(parse({{"HYDRO_CKPT_DIRECT_IO", "fast"}}, &s).message(), "HYDRO_CKPT_DIRECT_IO: 'fast' is not on or off");
   EXPECT_EQ(parse({{"HYDRO_SUSPEND_CHECKPOINT", "on"}}, &s).message(), "HYDRO_SUSPEND_CHECKPOINT='on' is not auto or off");
   EXPECT_EQ(parse({{"HYDRO_SIGNALS", "pause=NOPE"}}, &s).message(), "HYDRO_SIGNALS: unknown signal 'NOPE'");
   EXPECT_EQ(parse({{"HYDRO_CKPT_MODE", "sync"}}, &s).message(),

@@ -30,6 +30,7 @@ struct Settings {
   int64_t checkpoint_every = 0;    // HYDRO_CKPT_EVERY: steps between periodic checkpoints; 0 = none
   int keep_last = 3;               // HYDRO_KEEP_LAST: committed checkpoints kept; 0 = all
   bool cuda_release = false;       // HYDRO_CUDA_RELEASE=on|off: free cached device memory while paused
+  bool direct_io = true;           // HYDRO_CKPT_DIRECT_IO=on|off: big checkpoint files bypass the page cache
   // HYDRO_SUSPEND_CHECKPOINT=auto|off: on SIGTSTP (scontrol suspend), when the rest of the step and
   // a checkpoint fit well inside the 2 s before SIGSTOP (measured: last step + last checkpoint
   // < 1.5 s), the step finishes and a checkpoint commits before the pause, so a job requeued
