@@ -3,7 +3,9 @@
 //     same callback left enabled (what hydro avoids), in interleaved blocks; medians of paired ratios;
 //  2. pause latency: signal sent -> training thread blocked at an operator, p50/p99, beside the
 //     signal-delivery floor on this machine and a step-boundary-only pause;
-//  3. resume latency: signal sent -> training thread running again.
+//  3. resume latency: signal sent -> training thread running again;
+//  4. the floor of any operator-boundary pause: signal sent -> the next operator starts, seen by a
+//     callback registered all along.
 // Models: A = MLP 64-256-256-10, batch 64; B = MLP 64-64-10, batch 16; SGD with momentum, 1 thread.
 #include <ATen/record_function.h>
 #include <pthread.h>
@@ -237,6 +239,48 @@ void delivery_floor(int n) {
   std::printf("signal delivery floor on this machine: p50 %.0f us, p99 %.0f us\n", pct(us, .5), pct(us, .99));
 }
 
+// The floor of any pause at an operator boundary: a callback registered all along (what hydro
+// avoids: it costs every step) notes the first operator that starts after the signal's handler
+// has run. hydro's pause is this plus arming its callback from the watcher thread.
+std::atomic<bool> g_want{false};
+std::atomic<int64_t> g_seen_ns{0};
+void on_want(int) { g_want = true; }
+void operator_floor(Model& m, int pauses) {
+  struct sigaction sa {};
+  sa.sa_handler = on_want;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGURG, &sa, nullptr);
+  auto h = at::addGlobalCallback(at::RecordFunctionCallback([](const at::RecordFunction&) -> std::unique_ptr<at::ObserverContext> {
+                                   if (g_want.load(std::memory_order_relaxed) && g_want.exchange(false)) g_seen_ns = now_ns();
+                                   return nullptr;
+                                 }).needsInputs(false));
+  std::atomic<bool> stop{false};
+  std::atomic<long> steps{0};
+  std::thread trainer([&] {
+    while (!stop) {
+      m.step();
+      steps++;
+    }
+  });
+  wait_until([&] { return steps > 20; });
+  std::vector<double> us;
+  std::mt19937 rng(4);
+  for (int i = 0; i < pauses; ++i) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200 + rng() % 3000));
+    g_seen_ns = 0;
+    int64_t t = now_ns();
+    ::kill(::getpid(), SIGURG);
+    wait_until([&] { return g_seen_ns.load() != 0; });
+    us.push_back((g_seen_ns - t) / 1e3);
+  }
+  stop = true;
+  trainer.join();
+  at::removeCallback(h);
+  signal(SIGURG, SIG_DFL);
+  std::printf("%s  floor of any operator-boundary pause (signal -> next operator starts): p50 %.0f us, p99 %.0f us\n",
+              m.name, pct(us, .5), pct(us, .99));
+}
+
 // The longest single operator of a step: the most a pause at an operator can wait.
 double longest_op_us(Model& m) {
   static std::atomic<int64_t> start{0}, longest{0};
@@ -272,7 +316,9 @@ int main(int argc, char** argv) {
   delivery_floor(pauses);
   std::printf("longest single operator: A %.0f us, B %.0f us (leaf ops; nested autograd ops span several)\n",
               longest_op_us(a), longest_op_us(b));
+  operator_floor(a, pauses);
   latency(a, pauses);
+  operator_floor(b, pauses);
   latency(b, pauses);
   boundary_latency(a, pauses);
   boundary_latency(b, pauses);

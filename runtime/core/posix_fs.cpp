@@ -23,16 +23,22 @@ class PosixFile final : public WritableFile {
     behind_.reset();  // its thread writes to fd_
     if (fd_ >= 0) ::close(fd_);
   }
-  Status append(const void* data, size_t n) override { return behind_->append(data, n); }
+  Status append(const void* data, size_t n) override {
+    if (!behind_) return Status::invalid_argument("write " + path_ + ": the file is closed");
+    return behind_->append(data, n);
+  }
 
   Status sync() override {
+    if (!behind_) return Status::invalid_argument("fsync " + path_ + ": the file is closed");
+    if (!sync_error_.ok()) return sync_error_;
     HYDRO_RETURN_IF_ERROR(behind_->drain());
     // A failed fsync may have dropped the dirty pages: it is never retried into success.
-    if (::fsync(fd_) != 0) return errno_status("fsync " + path_);
-    return Status::OK();
+    if (::fsync(fd_) != 0) sync_error_ = errno_status("fsync " + path_);
+    return sync_error_;
   }
   Status close() override {
-    Status drained = behind_ ? behind_->drain() : Status::OK();
+    if (!behind_) return Status::invalid_argument("close " + path_ + ": already closed");
+    Status drained = behind_->drain();
     behind_.reset();
     int fd = fd_;
     fd_ = -1;
@@ -44,6 +50,7 @@ class PosixFile final : public WritableFile {
   int fd_;
   std::string path_;
   std::unique_ptr<WriteBehind> behind_;
+  Status sync_error_;
 };
 
 class PosixFs final : public Fs {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -14,7 +15,6 @@
 namespace hydro {
 namespace {
 
-constexpr size_t kAlign = 4096;  // the largest logical block size O_DIRECT asks alignment to
 std::atomic<bool> g_direct{true};
 
 // Buffers outlive their files: memory touched once stays fast (fresh pages are slow to fault in
@@ -34,7 +34,7 @@ class BufferPool {
         return b;
       }
     }
-    char* p = static_cast<char*>(std::aligned_alloc(kAlign, WriteBehind::kBufferBytes));
+    char* p = static_cast<char*>(std::aligned_alloc(WriteBehind::alignment(), WriteBehind::kBufferBytes));
     if (!p) throw std::bad_alloc();
     return WriteBehind::Memory(p);
   }
@@ -55,14 +55,25 @@ void set_direct_io(bool on) { g_direct = on; }
 
 void WriteBehind::Free::operator()(char* p) const { std::free(p); }
 
+size_t WriteBehind::alignment() {
+  static const size_t a = std::max<size_t>(4096, static_cast<size_t>(::sysconf(_SC_PAGESIZE)));
+  return a;
+}
+
+Status WriteBehind::fail(const Status& s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (error_.ok()) error_ = s;
+  cv_.notify_all();
+  return error_;
+}
+
 WriteBehind::~WriteBehind() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
-  if (writer_.joinable()) writer_.join();
-  for (auto& b : queue_) BufferPool::instance().give(std::move(b.data));
+  if (writer_.joinable()) writer_.join();  // it empties the queue before it returns
   BufferPool::instance().give(std::move(current_.data));
 }
 
@@ -72,32 +83,35 @@ Status WriteBehind::append(const void* data, size_t n) {
     if (!error_.ok()) return error_;
   }
   const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    if (!current_.data) current_.data = BufferPool::instance().take();
-    size_t take = std::min(n, kBufferBytes - current_.size);
-    std::memcpy(current_.data.get() + current_.size, p, take);
-    current_.size += take;
-    p += take;
-    n -= take;
-    if (current_.size == kBufferBytes) {
-      hand_over(std::move(current_));
-      current_ = Buffer{};
+  try {
+    while (n > 0) {
+      if (!current_.data) current_.data = BufferPool::instance().take();
+      size_t take = std::min(n, kBufferBytes - current_.size);
+      std::memcpy(current_.data.get() + current_.size, p, take);
+      current_.size += take;
+      p += take;
+      n -= take;
+      if (current_.size == kBufferBytes && !hand_over(current_)) break;  // failed: stop copying
     }
+  } catch (const std::exception& e) {  // no memory for a buffer, or no thread to write it
+    return fail(Status::io("write " + path_ + ": " + e.what()));
   }
   std::lock_guard<std::mutex> lock(mu_);
   return error_;
 }
 
-void WriteBehind::hand_over(Buffer b) {
+bool WriteBehind::hand_over(Buffer& b) {
   std::unique_lock<std::mutex> lock(mu_);
-  if (!writer_.joinable()) writer_ = std::thread([this] { run(); });
+  if (!writer_.joinable()) writer_ = std::thread([this] { run(); });  // may throw: b stays the caller's
   cv_.wait(lock, [&] { return queue_.size() < kDepth || !error_.ok(); });
   if (!error_.ok()) {
     BufferPool::instance().give(std::move(b.data));
-    return;
+    b = Buffer{};
+    return false;
   }
   queue_.push_back(std::move(b));
   cv_.notify_all();
+  return true;
 }
 
 Status WriteBehind::drain() {
@@ -114,14 +128,13 @@ Status WriteBehind::drain() {
       threaded = writer_.joinable();
     }
     if (threaded) {
-      hand_over(std::move(current_));
+      (void)hand_over(current_);
     } else {  // a small file: written here, no thread
       Status s = write_out(current_);
-      std::lock_guard<std::mutex> lock(mu_);
-      if (error_.ok()) error_ = s;
+      if (!s.ok()) (void)fail(s);
       BufferPool::instance().give(std::move(current_.data));
+      current_ = Buffer{};
     }
-    current_ = Buffer{};
   }
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] { return queue_.empty() && !busy_; });
@@ -136,10 +149,10 @@ void WriteBehind::run() {
     Buffer b = std::move(queue_.front());
     queue_.pop_front();
     busy_ = true;
-    const bool failed = !error_.ok();
+    const bool skip = !error_.ok() || stop_;  // failed, or the file is being abandoned
     lock.unlock();
     cv_.notify_all();  // room in the queue
-    Status s = failed ? Status::OK() : write_out(b);
+    Status s = skip ? Status::OK() : write_out(b);
     BufferPool::instance().give(std::move(b.data));
     lock.lock();
     if (error_.ok()) error_ = s;
@@ -165,7 +178,9 @@ Status WriteBehind::end_direct() {
 }
 
 Status WriteBehind::write_out(const Buffer& b) {
-  if (!tried_direct_ && written_ >= kDirectAfter) try_direct();
+  // Only full buffers at their own offsets: a tail, or anything after a drain, stays buffered.
+  if (!tried_direct_ && written_ >= kDirectAfter && b.size == kBufferBytes && written_ % kBufferBytes == 0)
+    try_direct();
   const char* p = b.data.get();
   size_t n = b.size;
   while (n > 0) {

@@ -34,6 +34,7 @@ class WriteBehind {
     void operator()(char* p) const;
   };
   using Memory = std::unique_ptr<char, Free>;  // kBufferBytes, aligned for O_DIRECT
+  static size_t alignment();                   // 4096, or the page size where that is larger
 
   WriteBehind(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
   ~WriteBehind();
@@ -49,8 +50,17 @@ class WriteBehind {
   struct Buffer {
     Memory data;
     size_t size = 0;
+    Buffer() = default;
+    Buffer(Buffer&& o) noexcept : data(std::move(o.data)), size(o.size) { o.size = 0; }
+    Buffer& operator=(Buffer&& o) noexcept {
+      data = std::move(o.data);
+      size = o.size;
+      o.size = 0;
+      return *this;
+    }
   };
-  void hand_over(Buffer b);
+  bool hand_over(Buffer& b);  // false: an error is known, and the buffer went back to the pool
+  Status fail(const Status& s);  // records the first error; returns the recorded one
   void run();
   Status write_out(const Buffer& b);  // on the writer thread, or on the caller's before it starts
   void try_direct();

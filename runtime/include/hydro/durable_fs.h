@@ -42,8 +42,8 @@ class Fs {
 
 // The real filesystem (POSIX, with Linux's renameat2).
 Fs& posix_fs();
-// Whether posix_fs() writes files bigger than 8 MiB with O_DIRECT where the filesystem takes it
-// (HYDRO_CKPT_DIRECT_IO=on|off; default on). Process-wide.
+// Whether posix_fs() writes what lies past the first 128 MiB of a file with O_DIRECT where the
+// filesystem takes it (HYDRO_CKPT_DIRECT_IO=on|off; default on). Process-wide.
 void set_direct_io(bool on);
 
 }  // namespace hydro
