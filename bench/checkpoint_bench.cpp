@@ -85,6 +85,14 @@ int main(int argc, char** argv) {
   std::vector<int64_t> sizes_mb;
   for (int i = 2; i < argc; ++i) sizes_mb.push_back(std::atoll(argv[i]));
   if (sizes_mb.empty()) sizes_mb = {10, 100, 1000, 2000};
+  bool direct_io = true;
+  if (const char* d = std::getenv("HYDRO_CKPT_DIRECT_IO")) {
+    hydro::Status st = hydro::parse_on_off(d, "HYDRO_CKPT_DIRECT_IO", &direct_io);
+    if (!st.ok()) {
+      std::fprintf(stderr, "hydro-bench-checkpoint: %s\n", st.message().c_str());
+      return 2;
+    }
+  }
   (void)hydro::posix_fs().remove_tree(dir);
   (void)hydro::posix_fs().make_dirs(dir, 0700);
   std::printf("directory %s\n", dir.c_str());
@@ -101,7 +109,7 @@ int main(int argc, char** argv) {
     s.checkpoint_dir = dir + "/ck";
     s.keep_last = std::getenv("HYDRO_BENCH_KEEP") ? std::atoi(std::getenv("HYDRO_BENCH_KEEP")) : 1;
     s.pause = false;
-    if (const char* d = std::getenv("HYDRO_CKPT_DIRECT_IO")) s.direct_io = std::string(d) != "off";
+    s.direct_io = direct_io;
     hydro::Runtime rt(s);
     rt.track("model", state);
     const int runs = mb >= 1000 ? 5 : 9;

@@ -132,24 +132,42 @@ struct QuietStderr {
   }
 };
 
+// A training thread that runs steps until destroyed; started once it has run 20 (warm).
+struct Trainer {
+  explicit Trainer(Model& m) : thread([this, &m] {
+    while (!stop) {
+      m.step();
+      steps++;
+    }
+  }) {
+    wait_until([&] { return steps > 20; });
+  }
+  ~Trainer() {
+    stop = true;
+    thread.join();
+  }
+  std::atomic<bool> stop{false};
+  std::atomic<long> steps{0};
+  std::thread thread;
+};
+
+void handle(int signo, void (*fn)(int)) {
+  struct sigaction sa {};
+  sa.sa_handler = fn;
+  sigemptyset(&sa.sa_mask);
+  sigaction(signo, &sa, nullptr);
+}
+
 // Pause latency: the training thread runs steps; at random moments the main thread sends the
 // pause signal to the process; latency ends when the trainer blocks in the gate.
 void latency(Model& m, int pauses) {
   hydro::Settings s;
   hydro::Runtime rt(s);
   auto& gate = hydro::PauseGate::instance();
-  std::atomic<bool> stop{false};
-  std::atomic<long> steps{0};
-  std::thread trainer([&] {
-    while (!stop) {
-      m.step();
-      steps++;
-    }
-  });
-  wait_until([&] { return steps > 20; });
   std::vector<double> pause_us, resume_us;
   std::mt19937 rng(2);
   {
+    Trainer trainer(m);
     QuietStderr quiet;
     for (int i = 0; i < pauses; ++i) {
       std::this_thread::sleep_for(std::chrono::microseconds(200 + rng() % 3000));
@@ -163,8 +181,6 @@ void latency(Model& m, int pauses) {
       resume_us.push_back((gate.last_release_ns() - t) / 1e3);
     }
   }
-  stop = true;
-  trainer.join();
   std::printf("%s  signal -> paused at an operator: p50 %.0f us, p99 %.0f us | resume: p50 %.0f us, p99 %.0f us "
               "(%d pauses)\n",
               m.name, pct(pause_us, .5), pct(pause_us, .99), pct(resume_us, .5), pct(resume_us, .99), pauses);
@@ -175,10 +191,7 @@ void latency(Model& m, int pauses) {
 std::atomic<bool> g_flag{false};
 void on_flag(int) { g_flag = true; }
 void boundary_latency(Model& m, int pauses) {
-  struct sigaction sa {};
-  sa.sa_handler = on_flag;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGURG, &sa, nullptr);
+  handle(SIGURG, on_flag);
   std::atomic<bool> stop{false}, waiting{false}, release{false};
   std::atomic<int64_t> seen_ns{0};
   std::thread trainer([&] {
@@ -215,10 +228,7 @@ void boundary_latency(Model& m, int pauses) {
 std::atomic<int64_t> g_handled_ns{0};
 void on_usr(int) { g_handled_ns = now_ns(); }
 void delivery_floor(int n) {
-  struct sigaction sa {};
-  sa.sa_handler = on_usr;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGURG, &sa, nullptr);
+  handle(SIGURG, on_usr);
   std::atomic<bool> stop{false};
   std::thread waiter([&] {
     while (!stop) ::pause();
@@ -246,35 +256,24 @@ std::atomic<bool> g_want{false};
 std::atomic<int64_t> g_seen_ns{0};
 void on_want(int) { g_want = true; }
 void operator_floor(Model& m, int pauses) {
-  struct sigaction sa {};
-  sa.sa_handler = on_want;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGURG, &sa, nullptr);
+  handle(SIGURG, on_want);
   auto h = at::addGlobalCallback(at::RecordFunctionCallback([](const at::RecordFunction&) -> std::unique_ptr<at::ObserverContext> {
                                    if (g_want.load(std::memory_order_relaxed) && g_want.exchange(false)) g_seen_ns = now_ns();
                                    return nullptr;
                                  }).needsInputs(false));
-  std::atomic<bool> stop{false};
-  std::atomic<long> steps{0};
-  std::thread trainer([&] {
-    while (!stop) {
-      m.step();
-      steps++;
-    }
-  });
-  wait_until([&] { return steps > 20; });
   std::vector<double> us;
   std::mt19937 rng(4);
-  for (int i = 0; i < pauses; ++i) {
-    std::this_thread::sleep_for(std::chrono::microseconds(200 + rng() % 3000));
-    g_seen_ns = 0;
-    int64_t t = now_ns();
-    ::kill(::getpid(), SIGURG);
-    wait_until([&] { return g_seen_ns.load() != 0; });
-    us.push_back((g_seen_ns - t) / 1e3);
+  {
+    Trainer trainer(m);
+    for (int i = 0; i < pauses; ++i) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200 + rng() % 3000));
+      g_seen_ns = 0;
+      int64_t t = now_ns();
+      ::kill(::getpid(), SIGURG);
+      wait_until([&] { return g_seen_ns.load() != 0; });
+      us.push_back((g_seen_ns - t) / 1e3);
+    }
   }
-  stop = true;
-  trainer.join();
   at::removeCallback(h);
   signal(SIGURG, SIG_DFL);
   std::printf("%s  floor of any operator-boundary pause (signal -> next operator starts): p50 %.0f us, p99 %.0f us\n",

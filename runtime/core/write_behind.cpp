@@ -122,12 +122,7 @@ Status WriteBehind::drain() {
     if (direct_ && error_.ok()) error_ = end_direct();
   }
   if (current_.size > 0) {
-    bool threaded;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      threaded = writer_.joinable();
-    }
-    if (threaded) {
+    if (writer_.joinable()) {  // writer_ is started and read on the caller's thread only
       (void)hand_over(current_);
     } else {  // a small file: written here, no thread
       Status s = write_out(current_);
