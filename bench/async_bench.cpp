@@ -4,10 +4,13 @@
 //   stall   hydro::Runtime::save() in async mode: the time the training thread waits (copying the
 //           parameters and optimizer state into reused host buffers); the write runs in the
 //           background and is waited for, untimed, before the next variant;
+//   torch   plain torch::save of the same model and optimizer (two files, no fsync, no atomicity):
+//           what training would wait for without hydro;
 // (bench/checkpoint_bench measures the synchronous save; one process holds one Runtime.)
-// Prints medians and the median of the per-round stall/memcpy ratios.
+// Prints medians and the medians of the per-round stall/memcpy and stall/torch ratios.
 // Usage: hydro-bench-async [DIR] [MB...]
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -47,7 +50,8 @@ int main(int argc, char** argv) {
   torch::set_num_threads(1);
   (void)hydro::posix_fs().remove_tree(dir);
   std::printf("directory %s; state = parameters + SGD momentum\n", dir.c_str());
-  std::printf("%8s %5s | %9s %9s %9s | %13s\n", "state", "runs", "memcpy s", "stall s", "write s", "stall/memcpy");
+  std::printf("%8s %5s | %9s %9s %9s %9s | %13s %12s\n", "state", "runs", "memcpy s", "torch s", "stall s", "write s",
+              "stall/memcpy", "stall/torch");
   std::mt19937 rng(1);
   for (int64_t mb : sizes_mb) {
     const int64_t bytes = mb * 1000 * 1000;
@@ -68,11 +72,11 @@ int main(int argc, char** argv) {
     async_rt.save(step++);  // warm up: the reused buffers are allocated and touched once
     async_rt.wait_idle();
     const int runs = mb >= 1000 ? 3 : 7;
-    std::vector<double> copy_t, stall_t, sync_t, ratio;
+    std::vector<double> copy_t, torch_t, stall_t, sync_t, ratio, ratio_torch;
     for (int r = 0; r < runs; ++r) {
-      double t[3];
-      int order[2] = {0, 1};
-      std::shuffle(order, order + 2, rng);
+      double t[4];
+      int order[3] = {0, 1, 2};
+      std::shuffle(order, order + 3, rng);
       for (int v : order) {
         auto t0 = Clock::now();
         if (v == 0) {
@@ -83,15 +87,26 @@ int main(int argc, char** argv) {
           t[1] = secs(t0);
           async_rt.wait_idle();  // the background write, untimed by the training thread
           t[2] = secs(t0);
+        } else {
+          torch::serialize::OutputArchive m, o;
+          model.save(m);
+          m.save_to(dir + "/plain-model.pt");
+          opt.save(o);
+          o.save_to(dir + "/plain-optimizer.pt");
+          t[3] = secs(t0);
+          ::unlink((dir + "/plain-model.pt").c_str());
+          ::unlink((dir + "/plain-optimizer.pt").c_str());
         }
       }
       copy_t.push_back(t[0]);
       stall_t.push_back(t[1]);
       sync_t.push_back(t[2]);
+      torch_t.push_back(t[3]);
       ratio.push_back(t[1] / t[0]);
+      ratio_torch.push_back(t[1] / t[3]);
     }
-    std::printf("%6lldMB %5d | %9.4f %9.4f %9.3f | %12.2fx\n", static_cast<long long>(mb), runs, median(copy_t),
-                median(stall_t), median(sync_t), median(ratio));
+    std::printf("%6lldMB %5d | %9.4f %9.4f %9.4f %9.3f | %12.2fx %11.2fx\n", static_cast<long long>(mb), runs,
+                median(copy_t), median(torch_t), median(stall_t), median(sync_t), median(ratio), median(ratio_torch));
     std::fflush(stdout);
   }
   (void)hydro::posix_fs().remove_tree(dir);

@@ -5,10 +5,13 @@
 //           conv=fsync): the device without the page cache;
 //   torch   plain torch::save of the same module to one file: no fsync, no atomicity;
 //   torch+f torch::save, then fsync of the file: durable, not atomic, no checksums;
+//   core    the raw bytes and a small rng.pt through hydro's directory protocol alone (file
+//           fsyncs, manifest, staging fsync, rename, root fsync, `latest`, root fsync): the floor
+//           any durable, atomic save has here, with no serializing;
 //   hydro   hydro::Runtime::save: serialize, checksum, fsync every file, manifest, rename, `latest`
 //           (the time training waits; removing old checkpoints runs in the background, untimed).
 // Every variant starts after sync(2). Prints medians and the medians of the per-round ratios.
-// Usage: hydro-bench-checkpoint [DIR] [MB...]
+// Usage: hydro-bench-checkpoint [DIR] [MB...]   (HYDRO_BENCH_ROUNDS=1: every round's times on stderr)
 #include <fcntl.h>
 #include <torch/torch.h>
 #include <unistd.h>
@@ -22,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "hydro/checkpoint_dir.h"
 #include "hydro/durable_fs.h"
 #include "hydro/runtime.h"
 
@@ -65,6 +69,18 @@ double raw_write(const std::string& path, const std::vector<char>& buf, char* al
   return secs(t);
 }
 
+double core_save(hydro::CheckpointDir& dir, int64_t step, const std::vector<char>& buf) {
+  static const std::string rng(5000, 'r');
+  auto t = Clock::now();
+  std::unique_ptr<hydro::CheckpointWriter> w;
+  if (!dir.begin(step, &w).ok() || !w->write_file("model.pt", buf.data(), buf.size()).ok() ||
+      !w->write_file("rng.pt", rng).ok() || !w->commit().ok())
+    std::abort();
+  double d = secs(t);
+  (void)dir.prune(1);  // untimed, as hydro's pruning is
+  return d;
+}
+
 double torch_save(const std::string& path, State& state, bool durable) {
   auto t = Clock::now();
   torch::serialize::OutputArchive a;
@@ -96,8 +112,8 @@ int main(int argc, char** argv) {
   (void)hydro::posix_fs().remove_tree(dir);
   (void)hydro::posix_fs().make_dirs(dir, 0700);
   std::printf("directory %s\n", dir.c_str());
-  std::printf("%8s %4s | %7s %7s %7s %7s %7s | %9s %9s %9s %9s\n", "state", "runs", "raw s", "rawd s", "torch s",
-              "torch+f", "hydro s", "bw/raw", "bw/rawd", "t/torch", "t/torch+f");
+  std::printf("%8s %4s | %7s %7s %7s %7s %7s %7s | %9s %9s %9s %9s %9s\n", "state", "runs", "raw s", "rawd s",
+              "torch s", "torch+f", "core s", "hydro s", "bw/raw", "bw/rawd", "core/raw", "t/torch", "t/torch+f");
   std::mt19937 rng(1);
   char* aligned = static_cast<char*>(std::aligned_alloc(4096, kChunk));
   std::memset(aligned, 0, kChunk);
@@ -113,13 +129,15 @@ int main(int argc, char** argv) {
     hydro::Runtime rt(s);
     rt.track("model", state);
     const int runs = mb >= 1000 ? 5 : 9;
-    constexpr int kVariants = 5;
-    std::vector<double> t[kVariants], bw_raw, bw_rawd, t_torch, t_torchf;
+    constexpr int kVariants = 6;
+    std::vector<double> t[kVariants], bw_raw, bw_rawd, core_raw, t_torch, t_torchf;
+    hydro::CheckpointDir core(dir + "/core");
+    if (!core.open().ok()) std::abort();
     int64_t step = 0;
     rt.save(step++);  // warm up: allocations, page cache
     for (int r = 0; r < runs; ++r) {
       double d[kVariants];
-      int order[kVariants] = {0, 1, 2, 3, 4};
+      int order[kVariants] = {0, 1, 2, 3, 4, 5};
       std::shuffle(order, order + kVariants, rng);
       for (int v : order) {
         ::sync();
@@ -128,6 +146,7 @@ int main(int argc, char** argv) {
           case 1: d[1] = raw_write(dir + "/raw.bin", buf, aligned); break;
           case 2: d[2] = torch_save(dir + "/plain.pt", state, false); break;
           case 3: d[3] = torch_save(dir + "/plain.pt", state, true); break;
+          case 5: d[5] = core_save(core, r, buf); break;
           case 4: {
             auto t0 = Clock::now();
             rt.save(step++);
@@ -140,14 +159,17 @@ int main(int argc, char** argv) {
         ::unlink((dir + "/plain.pt").c_str());
       }
       for (int v = 0; v < kVariants; ++v) t[v].push_back(d[v]);
+      if (std::getenv("HYDRO_BENCH_ROUNDS")) std::fprintf(stderr, "round %d: raw %.3f rawd %.3f torch %.3f torch+f %.3f hydro %.3f core %.3f\n", r, d[0], d[1], d[2], d[3], d[4], d[5]);
       bw_raw.push_back(d[0] / d[4]);
       bw_rawd.push_back(d[1] / d[4]);
+      core_raw.push_back(d[0] / d[5]);
       t_torch.push_back(d[4] / d[2]);
       t_torchf.push_back(d[4] / d[3]);
     }
-    std::printf("%6lldMB %4d | %7.3f %7.3f %7.3f %7.3f %7.3f | %8.0f%% %8.0f%% %8.2fx %8.2fx\n",
-                static_cast<long long>(mb), runs, median(t[0]), median(t[1]), median(t[2]), median(t[3]), median(t[4]),
-                median(bw_raw) * 100, median(bw_rawd) * 100, median(t_torch), median(t_torchf));
+    std::printf("%6lldMB %4d | %7.3f %7.3f %7.3f %7.3f %7.3f %7.3f | %8.0f%% %8.0f%% %8.0f%% %8.2fx %8.2fx\n",
+                static_cast<long long>(mb), runs, median(t[0]), median(t[1]), median(t[2]), median(t[3]), median(t[5]),
+                median(t[4]), median(bw_raw) * 100, median(bw_rawd) * 100, median(core_raw) * 100, median(t_torch),
+                median(t_torchf));
     std::fflush(stdout);
   }
   std::free(aligned);
