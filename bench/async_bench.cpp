@@ -72,6 +72,7 @@ int main(int argc, char** argv) {
     async_rt.save(step++);  // warm up: the reused buffers are allocated and touched once
     async_rt.wait_idle();
     const int runs = mb >= 1000 ? 3 : 7;
+    const std::string plain_model = dir + "/plain-model.pt", plain_optimizer = dir + "/plain-optimizer.pt";
     std::vector<double> copy_t, torch_t, stall_t, sync_t, ratio, ratio_torch;
     for (int r = 0; r < runs; ++r) {
       double t[4];
@@ -90,12 +91,12 @@ int main(int argc, char** argv) {
         } else {
           torch::serialize::OutputArchive m, o;
           model.save(m);
-          m.save_to(dir + "/plain-model.pt");
+          m.save_to(plain_model);
           opt.save(o);
-          o.save_to(dir + "/plain-optimizer.pt");
+          o.save_to(plain_optimizer);
           t[3] = secs(t0);
-          ::unlink((dir + "/plain-model.pt").c_str());
-          ::unlink((dir + "/plain-optimizer.pt").c_str());
+          ::unlink(plain_model.c_str());
+          ::unlink(plain_optimizer.c_str());
         }
       }
       copy_t.push_back(t[0]);

@@ -114,6 +114,7 @@ int main(int argc, char** argv) {
   std::printf("directory %s\n", dir.c_str());
   std::printf("%8s %4s | %7s %7s %7s %7s %7s %7s | %9s %9s %9s %9s %9s\n", "state", "runs", "raw s", "rawd s",
               "torch s", "torch+f", "core s", "hydro s", "bw/raw", "bw/rawd", "core/raw", "t/torch", "t/torch+f");
+  const bool print_rounds = std::getenv("HYDRO_BENCH_ROUNDS") != nullptr;
   std::mt19937 rng(1);
   char* aligned = static_cast<char*>(std::aligned_alloc(4096, kChunk));
   std::memset(aligned, 0, kChunk);
@@ -146,7 +147,6 @@ int main(int argc, char** argv) {
           case 1: d[1] = raw_write(dir + "/raw.bin", buf, aligned); break;
           case 2: d[2] = torch_save(dir + "/plain.pt", state, false); break;
           case 3: d[3] = torch_save(dir + "/plain.pt", state, true); break;
-          case 5: d[5] = core_save(core, r, buf); break;
           case 4: {
             auto t0 = Clock::now();
             rt.save(step++);
@@ -154,12 +154,15 @@ int main(int argc, char** argv) {
             rt.wait_idle();   // ...which must not slow the next variant down
             break;
           }
+          case 5: d[5] = core_save(core, r, buf); break;
         }
         ::unlink((dir + "/raw.bin").c_str());
         ::unlink((dir + "/plain.pt").c_str());
       }
       for (int v = 0; v < kVariants; ++v) t[v].push_back(d[v]);
-      if (std::getenv("HYDRO_BENCH_ROUNDS")) std::fprintf(stderr, "round %d: raw %.3f rawd %.3f torch %.3f torch+f %.3f hydro %.3f core %.3f\n", r, d[0], d[1], d[2], d[3], d[4], d[5]);
+      if (print_rounds)
+        std::fprintf(stderr, "round %d: raw %.3f rawd %.3f torch %.3f torch+f %.3f hydro %.3f core %.3f\n", r, d[0],
+                     d[1], d[2], d[3], d[4], d[5]);
       bw_raw.push_back(d[0] / d[4]);
       bw_rawd.push_back(d[1] / d[4]);
       core_raw.push_back(d[0] / d[5]);
