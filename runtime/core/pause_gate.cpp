@@ -7,6 +7,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <pthread.h>
+
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -32,9 +34,15 @@ struct sigaction g_previous[NSIG];
 int g_pipe[2] = {-1, -1};
 std::thread* g_watcher = nullptr;
 std::mutex g_lifecycle;
+// The process that installed the handlers. A child forked from it without exec (a DataLoader
+// worker) inherits the handlers but is not what hydro serves: there they ignore the signal, so a
+// worker that Slurm signals with the rest of the step neither dies under the parent's loop nor
+// writes into the parent's pipe. exec() resets them to the default.
+std::atomic<pid_t> g_owner{0};
 
 void handler(int signo, siginfo_t* info, void* ucontext) {
   const int saved_errno = errno;
+  if (::getpid() != g_owner.load(std::memory_order_relaxed)) return;
   const int a = g_action[signo].load(std::memory_order_relaxed) - 1;
   PauseGate& gate = PauseGate::instance();
   if (a == static_cast<int>(Action::pause)) {
@@ -74,6 +82,17 @@ void watch(SignalBridge::Listener listener) {
   }
 }
 
+// In a forked child: no watcher thread (fork copies only the caller), no pause inherited from the
+// parent (the child's operators must not block on a release that only the parent would get), and
+// the parent's wakeup pipe is the parent's.
+void after_fork_in_child() {
+  PauseGate::instance().forget();
+  if (g_pipe[0] >= 0) ::close(g_pipe[0]);
+  if (g_pipe[1] >= 0) ::close(g_pipe[1]);
+  g_pipe[0] = g_pipe[1] = -1;
+  g_watcher = nullptr;  // the parent's thread object: never joined here
+}
+
 }  // namespace
 
 PauseGate& PauseGate::instance() {
@@ -108,6 +127,13 @@ void PauseGate::wait_while_paused() noexcept {
   waiting_.fetch_sub(1, std::memory_order_acq_rel);
 }
 
+void PauseGate::forget() noexcept {
+  exit_.store(false);
+  checkpoint_.store(false);
+  word_.store(0, std::memory_order_release);
+  waiting_.store(0, std::memory_order_release);
+}
+
 void PauseGate::reset_for_test() noexcept {
   exit_.store(false);
   checkpoint_.store(false);
@@ -117,7 +143,10 @@ void PauseGate::reset_for_test() noexcept {
 Status SignalBridge::start(const SignalMap& map, Listener listener) {
   std::lock_guard<std::mutex> lock(g_lifecycle);
   if (g_watcher) return Status::invalid_argument("hydro signal handlers are already installed");
+  static std::once_flag at_fork;
+  std::call_once(at_fork, [] { ::pthread_atfork(nullptr, nullptr, after_fork_in_child); });
   if (::pipe2(g_pipe, O_CLOEXEC) != 0) return Status::from_errno(errno, "pipe for the signal watcher");
+  g_owner.store(::getpid());
   ::fcntl(g_pipe[1], F_SETFL, O_NONBLOCK);
   for (const auto& [signo, action] : map.entries()) {
     g_action[signo].store(static_cast<int>(action) + 1);

@@ -100,6 +100,14 @@ Status SignalMap::parse(const std::string& spec, const std::string& setting, Sig
   return Status::OK();
 }
 
+SignalMap SignalMap::only(std::initializer_list<Action> actions) const {
+  SignalMap m;
+  for (const auto& [signo, action] : map_)
+    for (Action a : actions)
+      if (a == action) m.map_.emplace(signo, action);
+  return m;
+}
+
 bool SignalMap::lookup(int signo, Action* out) const {
   auto it = map_.find(signo);
   if (it == map_.end()) return false;

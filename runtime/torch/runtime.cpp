@@ -22,6 +22,7 @@
 #include "hydro/checkpoint_dir.h"
 #include "hydro/checkpoint_group.h"
 #include "snapshot.h"
+#include "tracked.h"
 #include "hydro/launch_ready.h"
 #include "hydro/log.h"
 #include "hydro/pause_gate.h"
@@ -112,39 +113,6 @@ void on_signal(int signo, Action action) {
   }
 }
 
-// Streams an archive into `append` as it is serialized: no in-memory copy of the whole state.
-Status stream_archive(torch::serialize::OutputArchive& archive, const std::string& name,
-                      const std::function<Status(const void*, size_t)>& append) {
-  Status err;
-  try {
-    archive.save_to([&](const void* data, size_t n) -> size_t {
-      if (err.ok()) err = append(data, n);
-      return err.ok() ? n : 0;
-    });
-  } catch (const c10::Error& e) {
-    if (!err.ok()) return err;  // our write failed first: report that, it names the file
-    return Status::io("serializing " + name + ": " + e.what_without_backtrace());
-  }
-  return err;
-}
-
-// One file of a checkpoint, streamed straight from the archive.
-Status write_archive(CheckpointWriter& writer, const std::string& name,
-                     const std::function<void(torch::serialize::OutputArchive&)>& save) {
-  std::unique_ptr<FileSink> sink;
-  HYDRO_RETURN_IF_ERROR(writer.open_file(name, &sink));
-  torch::serialize::OutputArchive archive;
-  save(archive);
-  HYDRO_RETURN_IF_ERROR(stream_archive(archive, name, [&](const void* d, size_t n) { return sink->append(d, n); }));
-  return sink->finish();
-}
-
-// One file of an async checkpoint, from its captured copy.
-Status write_captured(CheckpointWriter& writer, const std::string& name, const Captured& c) {
-  if (c.bytes) return writer.write_file(name, *c.bytes);
-  return write_archive(writer, name, c.write);
-}
-
 // Test hook: HYDRO_TEST_KILL_IN_SAVE=RANK:STEP makes that rank die (SIGKILL) after writing the
 // first file of its checkpoint of that step, so tests can kill a rank mid-save deterministically.
 bool killed_in_save_for_test(int rank, int64_t step) {
@@ -199,11 +167,10 @@ void load_rng(torch::serialize::InputArchive& a) {
   }
 }
 
-bool valid_name(const std::string& name) {
-  if (name.empty() || name == "rng") return false;
-  for (char c : name)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-') return false;
-  return true;
+// rng.pt: written after the tracked items and read after them.
+const TrackedItem& rng_item() {
+  static const TrackedItem item = archive_item("rng", save_rng, load_rng);
+  return item;
 }
 
 }  // namespace
@@ -214,37 +181,56 @@ bool drains_cuda_on_pause() { return g_cuda.load(); }
 
 bool releases_cuda_cache_on_pause() { return g_cuda_release.load(); }
 
-Runtime::Runtime() : Runtime([] {
+namespace {
+
+// Set while start_pause_only()'s handlers are installed; a Runtime replaces them with its own.
+bool g_pause_only = false;  // guarded by g_callback_mutex
+
+Settings settings_from_env() {
   Settings s;
   Status st = Settings::from_env(&s);
   if (!st.ok()) fail(st);
   return s;
-}()) {}
+}
 
-Runtime::Runtime(Settings settings) : settings_(std::move(settings)) {
-  SignalMap signals = settings_.signals;
-  if (!settings_.pause) {
-    // --hydro-pause=off: no pause handlers, but SIGTERM still checkpoints.
-    SignalMap only_exit;
-    std::string spec = "pause=;resume=";
-    Status st = SignalMap::parse(spec, "HYDRO_PAUSE=off", &only_exit);
-    if (!st.ok()) fail(st);
-    signals = only_exit;
-  }
-  set_direct_io(settings_.direct_io);
-  g_cuda = settings_.pause && torch::cuda::is_available();
-  g_cuda_release = g_cuda && settings_.cuda_release && cuda_cache_release_compiled();
-  if (settings_.cuda_release && !g_cuda_release)
+// The operator callback's settings, and the signal handlers (replacing start_pause_only()'s).
+void start_signals(const Settings& settings, const SignalMap& signals) {
+  g_cuda = settings.pause && torch::cuda::is_available();
+  g_cuda_release = g_cuda && settings.cuda_release && cuda_cache_release_compiled();
+  if (settings.cuda_release && !g_cuda_release)
     log(std::string("warning: HYDRO_CUDA_RELEASE=on has no effect: ") +
         (!cuda_cache_release_compiled() ? "hydro was built against a libtorch without CUDA"
-         : !settings_.pause          ? "pausing is off"
-                                     : "no CUDA device is visible"));
+         : !settings.pause          ? "pausing is off"
+                                    : "no CUDA device is visible"));
+  bool replace = false;
   {
     std::lock_guard<std::mutex> lock(g_callback_mutex);
-    g_pause_enabled = settings_.pause;
+    g_pause_enabled = settings.pause;
+    std::swap(replace, g_pause_only);
   }
+  if (replace) SignalBridge::stop();  // not under the lock: its watcher may be waiting for it
   Status st = SignalBridge::start(signals, on_signal);
   if (!st.ok()) fail(st);
+}
+
+}  // namespace
+
+bool start_pause_only() {
+  Settings s = settings_from_env();
+  if (!s.pause) return false;
+  start_signals(s, s.signals.only({Action::pause, Action::resume}));
+  std::lock_guard<std::mutex> lock(g_callback_mutex);
+  g_pause_only = true;
+  return true;
+}
+
+Runtime::Runtime() : Runtime(settings_from_env()) {}
+
+Runtime::Runtime(Settings settings) : settings_(std::move(settings)) {
+  // --hydro-pause=off: no pause handlers, but SIGTERM still checkpoints.
+  start_signals(settings_, settings_.pause ? settings_.signals
+                                           : settings_.signals.only({Action::checkpoint_exit, Action::checkpoint}));
+  set_direct_io(settings_.direct_io);
   tell_launcher_ready();  // hydro-launch may now ask for a checkpoint-and-exit
   if (settings_.world_size > 1 && settings_.mode != CheckpointMode::async && !settings_.checkpoint_dir.empty()) {
     store_ = connect_tcp_store(settings_);
@@ -280,80 +266,30 @@ Runtime::~Runtime() {
   arm_operator_pause(false);
 }
 
-void Runtime::add(Tracked t) {
-  if (!valid_name(t.name)) fail(Status::invalid_argument("track(): bad name '" + t.name + "'"));
+void Runtime::add(TrackedItem t) {
+  if (!valid_tracked_name(t.name)) fail(Status::invalid_argument("track(): bad name '" + t.name + "'"));
   for (const auto& x : tracked_)
     if (x.name == t.name) fail(Status::invalid_argument("track(): '" + t.name + "' is tracked twice"));
   tracked_.push_back(std::move(t));
 }
 
-namespace {
-
-// In the model's own order (parameters, then buffers).
-std::vector<std::pair<std::string, std::vector<int64_t>>> tensor_shapes(const torch::nn::Module& module) {
-  std::vector<std::pair<std::string, std::vector<int64_t>>> v;
-  for (const auto& p : module.named_parameters()) v.emplace_back(p.key(), p.value().sizes().vec());
-  for (const auto& b : module.named_buffers()) v.emplace_back(b.key(), b.value().sizes().vec());
-  return v;
-}
-
-std::string shape_text(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + "]";
-}
-
-// Module::load replaces each tensor with the saved one, whatever its shape: a checkpoint of
-// another model must be an error that names the tensor, not a model that silently changed.
-void load_module_checked(torch::nn::Module& module, torch::serialize::InputArchive& a) {
-  auto before = tensor_shapes(module);
-  module.load(a);
-  std::map<std::string, std::vector<int64_t>> after;
-  for (auto& [key, shape] : tensor_shapes(module)) after[key] = std::move(shape);
-  for (const auto& [key, shape] : before) {
-    auto it = after.find(key);
-    if (it != after.end() && it->second != shape)
-      throw std::runtime_error("tensor '" + key + "' has shape " + shape_text(it->second) + ", the model's is " +
-                               shape_text(shape) + " (a checkpoint of a different model?)");
-  }
-}
-
-}  // namespace
-
-void Runtime::track(const std::string& name, torch::nn::Module& module) {
-  add({name, [&module](auto& a) { module.save(a); }, [&module](auto& a) { load_module_checked(module, a); },
-       [&module, name](TensorPool& pool) { return capture_module(name, module, pool); }});
-}
+void Runtime::track(const std::string& name, torch::nn::Module& module) { add(module_item(name, module)); }
 
 void Runtime::track(const std::string& name, torch::optim::Optimizer& optimizer) {
-  add({name, [&optimizer](auto& a) { optimizer.save(a); }, [&optimizer](auto& a) { optimizer.load(a); },
-       [&optimizer, name](TensorPool& pool) { return capture_optimizer(name, optimizer, pool); }});
+  add(optimizer_item(name, optimizer));
 }
 
 void Runtime::track(const std::string& name, torch::data::samplers::Sampler<>& sampler) {
-  add({name, [&sampler](auto& a) { sampler.save(a); }, [&sampler](auto& a) { sampler.load(a); },
-       [&sampler](TensorPool&) { return capture_bytes([&sampler](torch::serialize::OutputArchive& a) { sampler.save(a); }); }});
+  add(sampler_item(name, sampler));
 }
 
-void Runtime::track(const std::string& name, torch::Tensor& tensor) {
-  add({name, [&tensor](auto& a) { a.write("tensor", tensor); }, [&tensor](auto& a) { a.read("tensor", tensor); },
-       [&tensor, name](TensorPool& pool) {
-         torch::Tensor copy = pool.copy(name, tensor);
-         return Captured{[copy](torch::serialize::OutputArchive& a) { a.write("tensor", copy); }, nullptr};
-       }});
-}
+void Runtime::track(const std::string& name, torch::Tensor& tensor) { add(tensor_item(name, tensor)); }
 
-void Runtime::track(const std::string& name, std::string& value) {
-  add({name, [&value](auto& a) { a.write("string", c10::IValue(value)); },
-       [&value, name](auto& a) {
-         c10::IValue v;
-         a.read("string", v);
-         if (!v.isString()) fail(Status::corruption("checkpoint file " + name + ".pt holds no string"));
-         value = v.toStringRef();
-       },
-       [&value](TensorPool&) {
-         return Captured{[copy = value](torch::serialize::OutputArchive& a) { a.write("string", c10::IValue(copy)); }, nullptr};
-       }});
+void Runtime::track(const std::string& name, std::string& value) { add(string_item(name, value)); }
+
+void Runtime::track_stream(const std::string& name, StreamWriter write, std::function<void(const std::string&)> read,
+                           std::function<StreamWriter()> capture) {
+  add(stream_item(name, std::move(write), std::move(read), std::move(capture)));
 }
 
 void atomic_save_archive(torch::serialize::OutputArchive& archive, const std::string& path) {
@@ -397,10 +333,10 @@ std::string Runtime::save(int64_t step, bool keep_always) {
   CheckpointDir dir(settings_.checkpoint_dir, posix_fs(), grouped() ? settings_.keep_last : 0);
   auto fill = [&](CheckpointWriter& w) -> Status {
     for (const auto& t : tracked_) {
-      HYDRO_RETURN_IF_ERROR(write_archive(w, t.name + ".pt", t.save));
+      HYDRO_RETURN_IF_ERROR(write_item(w, t));
       if (killed_in_save_for_test(settings_.rank, step)) ::raise(SIGKILL);
     }
-    return write_archive(w, "rng.pt", save_rng);
+    return write_item(w, rng_item());
   };
   CheckpointInfo info;
   Status st;
@@ -431,7 +367,7 @@ std::string Runtime::save_async(int64_t step, bool keep_always) {
   };
   std::vector<Item> items;
   for (const auto& t : tracked_) items.push_back({t.name + ".pt", t.capture(*pool_)});
-  items.push_back({"rng.pt", capture_bytes(save_rng)});
+  items.push_back({"rng.pt", rng_item().capture(*pool_)});
   const std::string root = settings_.checkpoint_dir;
   persist_ = std::thread([this, root, step, keep_always, epoch = epoch_, items = std::move(items)] {
     CheckpointDir dir(root, posix_fs(), settings_.keep_last);  // commit() also prunes
@@ -508,21 +444,17 @@ int64_t Runtime::resume() {
     log("no checkpoint to resume from: starting at step 0");
     return 0;
   }
-  for (const auto& t : tracked_) {
-    torch::serialize::InputArchive archive;
-    archive.load_from(load_path(path, manifest, t.name + ".pt"));
+  std::vector<const TrackedItem*> files;
+  for (const auto& t : tracked_) files.push_back(&t);
+  files.push_back(&rng_item());
+  for (const auto* t : files) {
     try {
-      t.load(archive);
+      t->read(load_path(path, manifest, t->name + ".pt"));
     } catch (const c10::Error& e) {
-      fail(Status::invalid_argument("checkpoint " + path + ": " + t.name + ".pt: " + e.what_without_backtrace()));
+      fail(Status::invalid_argument("checkpoint " + path + ": " + t->name + ".pt: " + e.what_without_backtrace()));
     } catch (const std::exception& e) {
-      fail(Status::invalid_argument("checkpoint " + path + ": " + t.name + ".pt: " + e.what()));
+      fail(Status::invalid_argument("checkpoint " + path + ": " + t->name + ".pt: " + e.what()));
     }
-  }
-  {
-    torch::serialize::InputArchive archive;
-    archive.load_from(load_path(path, manifest, "rng.pt"));
-    load_rng(archive);
   }
   epoch_ = manifest.epoch;
   log("resumed from " + path + " at step " + std::to_string(manifest.step));

@@ -161,16 +161,43 @@ size_t InterruptibleDistributedSampler::size() const {
   return state_->size;
 }
 
-void InterruptibleDistributedSampler::save(torch::serialize::OutputArchive& archive) const {
+SamplerPosition InterruptibleDistributedSampler::position() const {
   std::lock_guard<std::mutex> lock(state_->mu);
   const State& s = *state_;
-  const int64_t values[] = {s.epoch,
-                            s.start + static_cast<int64_t>(s.taken) * options_.num_replicas,
-                            static_cast<int64_t>(options_.seed),
-                            static_cast<int64_t>(s.size),
-                            options_.num_replicas,
-                            options_.shuffle,
-                            options_.drop_last};
+  return {s.epoch, s.start + static_cast<int64_t>(s.taken) * options_.num_replicas, options_.seed,
+          static_cast<int64_t>(s.size), options_.num_replicas, options_.shuffle, options_.drop_last};
+}
+
+void InterruptibleDistributedSampler::restore(const SamplerPosition& saved) {
+  auto differs = [](const std::string& what, const std::string& was, const std::string& now) {
+    fail("the checkpoint's " + what + " " + was + " differs from this sampler's " + now + ": resume with the same " +
+         what);
+  };
+  auto flag = [](bool b) { return std::string(b ? "true" : "false"); };
+  std::lock_guard<std::mutex> lock(state_->mu);
+  State& s = *state_;
+  if (saved.size < 0 || static_cast<uint64_t>(saved.size) != s.size)
+    differs("dataset size", std::to_string(saved.size), std::to_string(s.size));
+  if (saved.seed != options_.seed) differs("seed", std::to_string(saved.seed), std::to_string(options_.seed));
+  if (saved.shuffle != options_.shuffle) differs("shuffle", flag(saved.shuffle), flag(options_.shuffle));
+  if (saved.drop_last != options_.drop_last) differs("drop_last", flag(saved.drop_last), flag(options_.drop_last));
+  State next;
+  next.size = s.size;
+  next.epoch = saved.epoch;
+  next.start = saved.consumed;
+  next.start_world = saved.num_replicas;
+  next.lay_out(options_);  // validates consumed and the saved world size
+  s.epoch = saved.epoch;
+  s.start = saved.consumed;
+  s.start_world = saved.num_replicas;
+  s.order = std::move(next.order);
+  s.laid_out = true;
+  s.taken = s.read = 0;
+}
+
+void InterruptibleDistributedSampler::save(torch::serialize::OutputArchive& archive) const {
+  const SamplerPosition p = position();
+  const int64_t values[] = {p.epoch, p.consumed, static_cast<int64_t>(p.seed), p.size, p.num_replicas, p.shuffle, p.drop_last};
   for (size_t i = 0; i < std::size(kKeys); ++i) archive.write(kKeys[i], torch::tensor(values[i], torch::kLong));
 }
 
@@ -183,32 +210,7 @@ void InterruptibleDistributedSampler::load(torch::serialize::InputArchive& archi
            "' is missing): was it saved by another kind of sampler?");
     v[i] = t.item<int64_t>();
   }
-  const int64_t epoch = v[0], consumed = v[1], saved_world = v[4];
-  auto differs = [](const std::string& what, const std::string& saved, const std::string& now) {
-    fail("the checkpoint's " + what + " " + saved + " differs from this sampler's " + now +
-         ": resume with the same " + what);
-  };
-  auto flag = [](int64_t b) { return std::string(b ? "true" : "false"); };
-  std::lock_guard<std::mutex> lock(state_->mu);
-  State& s = *state_;
-  if (static_cast<uint64_t>(v[3]) != s.size)
-    differs("dataset size", std::to_string(v[3]), std::to_string(s.size));
-  if (static_cast<uint64_t>(v[2]) != options_.seed)
-    differs("seed", std::to_string(static_cast<uint64_t>(v[2])), std::to_string(options_.seed));
-  if (v[5] != options_.shuffle) differs("shuffle", flag(v[5]), flag(options_.shuffle));
-  if (v[6] != options_.drop_last) differs("drop_last", flag(v[6]), flag(options_.drop_last));
-  State next;
-  next.size = s.size;
-  next.epoch = epoch;
-  next.start = consumed;
-  next.start_world = saved_world;
-  next.lay_out(options_);  // validates consumed and the saved world size
-  s.epoch = epoch;
-  s.start = consumed;
-  s.start_world = saved_world;
-  s.order = std::move(next.order);
-  s.laid_out = true;
-  s.taken = s.read = 0;
+  restore({v[0], v[1], static_cast<uint64_t>(v[2]), v[3], v[4], v[5] != 0, v[6] != 0});
 }
 
 InterruptibleSampler::InterruptibleSampler(size_t size, uint64_t seed, bool shuffle, bool auto_advance)

@@ -66,14 +66,14 @@ Captured capture_typed(const std::string& key, torch::optim::Optimizer& live,
     deep(*c, key + "/" + k);
     shadow->state()[k] = std::move(c);
   }
-  return {[shadow](torch::serialize::OutputArchive& a) { torch::optim::serialize<State, Options>(a, *shadow); }, nullptr};
+  return {[shadow](torch::serialize::OutputArchive& a) { torch::optim::serialize<State, Options>(a, *shadow); }, nullptr, {}};
 }
 
 }  // namespace
 
 Captured capture_module(const std::string& key, const torch::nn::Module& module, TensorPool& pool) {
   auto img = image_of(key, module, pool);
-  return {[img](torch::serialize::OutputArchive& a) { img->write(a); }, nullptr};
+  return {[img](torch::serialize::OutputArchive& a) { img->write(a); }, nullptr, {}};
 }
 
 Captured capture_optimizer(const std::string& key, torch::optim::Optimizer& o, TensorPool& pool) {
@@ -115,7 +115,7 @@ Captured capture_bytes(const std::function<void(torch::serialize::OutputArchive&
     bytes->append(static_cast<const char*>(d), n);
     return n;
   });
-  return {nullptr, bytes};
+  return {nullptr, bytes, {}};
 }
 
 }  // namespace hydro

@@ -11,6 +11,8 @@
 #include <string>
 #include <unordered_map>
 
+#include "hydro/checkpoint_dir.h"
+
 namespace hydro {
 
 // Host copies, one per key, reused from one checkpoint to the next.
@@ -23,10 +25,12 @@ class TensorPool {
   std::unordered_map<std::string, torch::Tensor> slots_;
 };
 
-// A tracked item as captured: either an archive writer over copies, or the serialized bytes.
+// A tracked item as captured: an archive writer over copies, the serialized bytes, or a stream
+// writer over copies (the Python binding's). Exactly one is set; each runs on the background thread.
 struct Captured {
   std::function<void(torch::serialize::OutputArchive&)> write;
   std::shared_ptr<std::string> bytes;
+  StreamWriter stream;
 };
 
 Captured capture_module(const std::string& key, const torch::nn::Module& module, TensorPool& pool);

@@ -6,6 +6,12 @@ top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${HYDRO_BUILD_DIR:-$top/build}
 launch=$build/launcher/hydro-launch
 train=$build/examples/hydro-example-loop        # the few-lines loop: --steps, --step-ms, ...
+# HYDRO_TEST_PROGRAM=python: the same paths with its Python twin (DistributedDataParallel over
+# Gloo with several tasks), run by /usr/bin/python3 through hydro's Python binding.
+if [ "${HYDRO_TEST_PROGRAM:-cpp}" = python ]; then
+  train=$top/examples/loop.py
+  /usr/bin/python3 -c 'import hydro' || fail "/usr/bin/python3 cannot import hydro (run scripts/setup)"
+fi
 job_example=$build/examples/hydro-example-train  # the JobRunner example: --data, --epochs, ...
 
 fail() {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -31,6 +32,12 @@ struct CheckpointInfo {
 
 class CheckpointDir;
 class CheckpointWriter;
+
+// A file's bytes, streamed: each call appends; the first failure (it names the file) is returned
+// by this call and every later one.
+using ByteSink = std::function<Status(const void* data, size_t size)>;
+// Writes one file's bytes through the sink it is given.
+using StreamWriter = std::function<Status(const ByteSink& sink)>;
 
 // One file being streamed into a checkpoint: every append is written and hashed as it comes.
 class FileSink {

@@ -37,6 +37,8 @@ class PauseGate {
   int64_t last_block_ns() const noexcept { return blocked_ns_.load(std::memory_order_acquire); }
   int64_t last_release_ns() const noexcept { return released_ns_.load(std::memory_order_acquire); }
 
+  // Nothing pending, nobody waiting: the state of a child forked while the parent was paused.
+  void forget() noexcept;
   void reset_for_test() noexcept;
 
  private:
@@ -54,6 +56,8 @@ class PauseGate {
 // Installs handlers for every signal in a SignalMap. A handler applies the action to the
 // PauseGate, chains to any handler installed before ours, and writes the signal number to a
 // wakeup pipe. A watcher thread reads the pipe and calls `listener` outside signal context.
+// In a child forked without exec (a DataLoader worker) the inherited handlers ignore the signals
+// and the child's gate starts released; exec() restores the default dispositions.
 class SignalBridge {
  public:
   using Listener = std::function<void(int signo, Action action)>;

@@ -41,6 +41,7 @@
 #include <string>
 #include <thread>
 
+#include "hydro/checkpoint_dir.h"
 #include "hydro/exit_codes.h"
 #include "hydro/manifest.h"
 #include "hydro/settings.h"
@@ -50,7 +51,7 @@ namespace hydro {
 class RankStore;
 class CheckpointGroup;
 class TensorPool;
-struct Captured;
+struct TrackedItem;
 
 class Runtime {
  public:
@@ -69,6 +70,12 @@ class Runtime {
   // continues the epoch at the next sample.
   void track(const std::string& name, torch::data::samplers::Sampler<>& sampler);
   void track(const std::string& name, std::string& value);
+  // Anything else, as the file NAME.pt of each checkpoint (the Python binding tracks objects this
+  // way): `write` streams the file's bytes, `read` loads the state from the file's path and throws
+  // on failure. Async mode: `capture`, if given, copies the state now and returns a writer of the
+  // copy that runs on the background thread; without it the bytes are serialized into memory now.
+  void track_stream(const std::string& name, StreamWriter write, std::function<void(const std::string& path)> read,
+                    std::function<StreamWriter()> capture = {});
 
   // Restores the tracked state and the CPU RNG from HYDRO_RESUME_FROM, else from the newest
   // valid checkpoint in HYDRO_CKPT_DIR. Returns the step to continue from (0 on a fresh start).
@@ -97,14 +104,7 @@ class Runtime {
   const Settings& settings() const { return settings_; }
 
  private:
-  struct Tracked {
-    std::string name;
-    std::function<void(torch::serialize::OutputArchive&)> save;
-    std::function<void(torch::serialize::InputArchive&)> load;
-    // Async mode: copies the state into the pool and returns what writes the copy.
-    std::function<Captured(TensorPool&)> capture;
-  };
-  void add(Tracked t);
+  void add(TrackedItem t);
   std::string save_async(int64_t step, bool keep_always);
   void start_pruner();
   std::string load_path(const std::string& checkpoint, const Manifest& manifest, const std::string& file) const;
@@ -112,7 +112,7 @@ class Runtime {
   void update_suspend_budget();
   bool suspend_checkpoint_fits() const;
   Settings settings_;
-  std::vector<Tracked> tracked_;
+  std::vector<TrackedItem> tracked_;  // in the order of track(); rng.pt is written after them
   // For HYDRO_SUSPEND_CHECKPOINT: how long the last step and the last checkpoint took.
   std::chrono::steady_clock::time_point last_step_end_{};
   double last_step_s_ = -1, last_save_s_ = -1;
@@ -138,6 +138,13 @@ void atomic_save(const Value& value, const std::string& path) {
   archive << value;
   atomic_save_archive(archive, path);
 }
+
+// Pausing without a Runtime, for a program that was not changed (the Python hook that
+// --hydro-pause=on loads when torch is imported): installs the handlers of HYDRO_SIGNALS' pause and
+// resume signals and the operator callback, and nothing else; SIGTERM keeps its default action,
+// as there is no state to checkpoint. A Runtime created later replaces them. Returns false, and
+// installs nothing, when HYDRO_PAUSE is off. Throws as Runtime() does on bad settings.
+bool start_pause_only();
 
 // True while the operator callback is enabled: a pause is pending and the next operator on any
 // thread will block. (For tests and diagnostics.)

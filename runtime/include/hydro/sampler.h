@@ -50,6 +50,17 @@ struct SamplerOptions {
   bool auto_advance = true;
 };
 
+// What a checkpoint records of a sampler (save()/load() write and read exactly these).
+struct SamplerPosition {
+  int64_t epoch = 0;
+  int64_t consumed = 0;  // samples all ranks took this epoch
+  uint64_t seed = 0;
+  int64_t size = 0;
+  int64_t num_replicas = 1;
+  bool shuffle = true;
+  bool drop_last = false;
+};
+
 class InterruptibleDistributedSampler : public torch::data::samplers::Sampler<> {
  public:
   // Throws std::runtime_error on num_replicas < 1 or rank outside [0, num_replicas).
@@ -73,6 +84,13 @@ class InterruptibleDistributedSampler : public torch::data::samplers::Sampler<> 
   // Records that this rank trained on n more samples (with auto_advance off; with it on, skips
   // n samples). Throws when fewer than n are left in the epoch.
   void advance(size_t n);
+
+  // The position save() records, and restoring it (load() without an archive; throws as load() does).
+  SamplerPosition position() const;
+  void restore(const SamplerPosition& saved);
+  // Off: next() only reads ahead, and advance(n) records what was trained on (the Python
+  // DataLoader counts the batches its loop took).
+  void set_auto_advance(bool on) { options_.auto_advance = on; }
 
   int64_t epoch() const;
   // Samples all ranks took this epoch (this rank's count times the world size, from the start

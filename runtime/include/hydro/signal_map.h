@@ -1,6 +1,7 @@
 // Which signal asks the runtime for what. Admins can move off SIGUSR1 (NCCL owns it).
 #pragma once
 
+#include <initializer_list>
 #include <map>
 #include <string>
 #include <vector>
@@ -34,6 +35,8 @@ class SignalMap {
   static Status parse(const std::string& spec, const std::string& setting, SignalMap* out);
 
   const std::map<int, Action>& entries() const { return map_; }
+  // This map with only the signals of the given actions.
+  SignalMap only(std::initializer_list<Action> actions) const;
   bool lookup(int signo, Action* out) const;
 
  private:

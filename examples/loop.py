@@ -1,0 +1,79 @@
+#!/usr/bin/python3
+"""hydro-example-loop, in Python: an MLP trained with SGD on seeded synthetic data, under hydro.
+
+The lines marked "hydro" are all a user adds to a loop of their own. Under `srun -n N` (N > 1) the
+ranks train with DistributedDataParallel over Gloo (the lines marked "ranks"). Prints 'step N loss
+X' and finally 'weights_digest=<hex>'; checkpoints go to $HYDRO_CKPT_DIR. The same flags and output
+as the C++ hydro-example-loop, so the Slurm path tests run either."""
+import argparse
+import hashlib
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+import hydro  # hydro
+
+
+def parse():
+    p = argparse.ArgumentParser(prog="loop.py", description=__doc__.split("\n\n")[0])
+    p.add_argument("--steps", type=int, default=2000, help="training steps (default 2000)")
+    p.add_argument("--batch", type=int, default=64, help="batch size (default 64)")
+    p.add_argument("--hidden", type=int, default=512, help="hidden layer width (default 512)")
+    p.add_argument("--lr", type=float, default=0.01, help="learning rate (default 0.01)")
+    p.add_argument("--seed", type=int, default=1234, help="seed for the weights and the data (default 1234)")
+    p.add_argument("--step-ms", type=int, default=0, help="sleep this long after each step (the weights do not change)")
+    p.add_argument("--log-every", type=int, default=10, help="print the loss every N steps (default 10)")
+    p.add_argument("--pg-timeout", type=int, default=1800,
+                   help="with several ranks: seconds a collective may wait for a peer (default 1800)")
+    return p.parse_args()
+
+
+def digest(model):
+    h = hashlib.sha256()
+    for v in model.state_dict().values():
+        h.update(v.detach().contiguous().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def main():
+    a = parse()
+    torch.manual_seed(a.seed)
+    torch.set_num_threads(1)
+    net = torch.nn.Sequential(torch.nn.Linear(64, a.hidden), torch.nn.ReLU(), torch.nn.Linear(a.hidden, a.hidden),
+                              torch.nn.ReLU(), torch.nn.Linear(a.hidden, 10))
+    teacher = torch.randn(64, 10)
+    env = hydro.init_process_group("gloo", timeout=a.pg_timeout)              # ranks
+    ranks = env["world_size"] > 1
+    model = torch.nn.parallel.DistributedDataParallel(net) if ranks else net  # ranks
+    opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
+
+    rt = hydro.Runtime()                                                      # hydro
+    rt.track("model", model)                                                  # hydro
+    rt.track("optimizer", opt)                                                # hydro
+    first = step = rt.resume()                                                # hydro
+    while step < a.steps:
+        # Several ranks: each draws its batch from a generator of (seed, step, rank); one rank: from
+        # the training's own generator, which checkpoints hold.
+        g = torch.Generator().manual_seed(a.seed * 1000003 + step * 1009 + env["rank"]) if ranks else None
+        x = torch.randn(a.batch, 64, generator=g)
+        y = (x @ teacher).argmax(1)
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        step += 1
+        if step == first + 1:
+            hydro._C.log_line("hydro-example-loop", f"first step done: step {step}")
+        if step % a.log_every == 0:
+            print(f"step {step} loss {loss.item():.6f}", flush=True)
+        if a.step_ms:
+            time.sleep(a.step_ms / 1000)
+        if not rt.step_end(step):                                             # hydro
+            sys.exit(hydro.EXIT_REQUEUE)                                      # hydro
+    print(f"weights_digest={digest(net)}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,261 @@
+// hydro._C: the C++ runtime's objects for Python, and nothing else (the Python side is hydro/*.py).
+// Everything that blocks or writes releases the GIL: a checkpoint, a wait for peers, a pause. The
+// pause and its release never need the GIL (the handlers and the gate are C++), so a thread paused
+// at an operator while holding the GIL is still released.
+#include <pybind11/functional.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+
+#include "hydro/atomic_file.h"
+#include "hydro/dist_env.h"
+#include "hydro/exit_codes.h"
+#include "hydro/log.h"
+#include "hydro/pause_gate.h"
+#include "hydro/runtime.h"
+#include "hydro/sampler.h"
+
+namespace py = pybind11;
+
+namespace hydro {
+namespace {
+
+[[noreturn]] void raise_os_error(const Status& s) {
+  PyErr_SetString(PyExc_OSError, ("hydro: " + s.to_string()).c_str());
+  throw py::error_already_set();
+}
+
+// "ValueError: what it said", without the traceback pybind11 appends.
+std::string error_text(const py::error_already_set& e) {
+  return py::str(e.type().attr("__name__")).cast<std::string>() + ": " + py::str(e.value()).cast<std::string>();
+}
+
+// A Python callable kept by C++ code that may drop it without the GIL.
+std::shared_ptr<py::object> hold(py::object fn) {
+  return std::shared_ptr<py::object>(new py::object(std::move(fn)), [](py::object* p) {
+    py::gil_scoped_acquire gil;
+    delete p;
+  });
+}
+
+// The file-like object torch.save writes into: every write() goes straight to hydro's file (hashed,
+// written behind, fsynced later), with the GIL released. Valid only during the call it is given to.
+class Sink {
+ public:
+  explicit Sink(const ByteSink* append) : append_(append) {}
+  size_t write(const py::buffer& data) {
+    py::buffer_info b = data.request();
+    const size_t n = static_cast<size_t>(b.size * b.itemsize);
+    if (!append_) throw py::value_error("hydro: this checkpoint file is closed");
+    if (!error_.ok()) raise_os_error(error_);
+    {
+      py::gil_scoped_release nogil;
+      error_ = (*append_)(b.ptr, n);
+    }
+    if (!error_.ok()) raise_os_error(error_);
+    return n;
+  }
+  void detach() { append_ = nullptr; }
+  const Status& error() const { return error_; }
+
+ private:
+  const ByteSink* append_;
+  Status error_;
+};
+
+// `fill(sink)` in Python as a StreamWriter: a Python exception becomes an io Status with its text;
+// a failed write is reported as itself (it names the file).
+StreamWriter stream_writer(py::function fill) {
+  return [fn = hold(std::move(fill))](const ByteSink& append) -> Status {
+    py::gil_scoped_acquire gil;
+    auto sink = std::make_shared<Sink>(&append);
+    Status st;
+    try {
+      (*fn)(py::cast(sink));
+    } catch (py::error_already_set& e) {
+      st = sink->error().ok() ? Status::io(error_text(e)) : sink->error();
+    }
+    sink->detach();
+    return st.ok() ? sink->error() : st;
+  };
+}
+
+std::function<void(const std::string&)> path_reader(py::function read) {
+  return [fn = hold(std::move(read))](const std::string& path) {
+    py::gil_scoped_acquire gil;
+    try {
+      (*fn)(path);
+    } catch (py::error_already_set& e) {
+      throw std::runtime_error(error_text(e));
+    }
+  };
+}
+
+// Deleting a Runtime joins its background threads and may wait for peer ranks: not with the GIL.
+struct ReleaseGilDelete {
+  void operator()(Runtime* rt) const {
+    py::gil_scoped_release nogil;
+    delete rt;
+  }
+};
+
+py::dict settings_dict(const Settings& s) {
+  py::dict d;
+  d["pause"] = s.pause;
+  d["checkpoint_dir"] = s.checkpoint_dir;
+  d["resume_from"] = s.resume_from;
+  d["checkpoint_every"] = s.checkpoint_every;
+  d["keep_last"] = s.keep_last;
+  d["mode"] = std::string(mode_name(s.mode));
+  d["rank"] = s.rank;
+  d["world_size"] = s.world_size;
+  d["suspend_checkpoint"] = s.suspend_checkpoint;
+  d["store_timeout_s"] = s.store_timeout_s;
+  return d;
+}
+
+void bind_runtime(py::module_& m) {
+  py::class_<Runtime, std::unique_ptr<Runtime, ReleaseGilDelete>>(m, "Runtime")
+      .def(py::init([] {
+        py::gil_scoped_release nogil;  // may connect to the ranks' store
+        return std::unique_ptr<Runtime, ReleaseGilDelete>(new Runtime());
+      }))
+      .def("track_stream",
+           [](Runtime& rt, const std::string& name, py::function write, py::function read) {
+             rt.track_stream(name, stream_writer(std::move(write)), path_reader(std::move(read)));
+           },
+           py::arg("name"), py::arg("write"), py::arg("read"))
+      .def("resume", &Runtime::resume, py::call_guard<py::gil_scoped_release>())
+      .def("step_end", &Runtime::step_end, py::arg("step"), py::call_guard<py::gil_scoped_release>())
+      .def("save", &Runtime::save, py::arg("step"), py::arg("keep_always") = false,
+           py::call_guard<py::gil_scoped_release>())
+      .def("wait_idle", &Runtime::wait_idle, py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("writes_checkpoints", &Runtime::writes_checkpoints)
+      .def_property("epoch", &Runtime::epoch, &Runtime::set_epoch)
+      .def_property_readonly("settings", [](const Runtime& rt) { return settings_dict(rt.settings()); });
+}
+
+py::dict position_dict(const SamplerPosition& p) {
+  py::dict d;
+  d["epoch"] = p.epoch;
+  d["consumed"] = p.consumed;
+  d["seed"] = p.seed;
+  d["size"] = p.size;
+  d["num_replicas"] = p.num_replicas;
+  d["shuffle"] = p.shuffle;
+  d["drop_last"] = p.drop_last;
+  return d;
+}
+
+SamplerPosition position_of(const py::dict& d) {
+  auto get = [&](const char* key) {
+    if (!d.contains(key))
+      throw py::key_error(std::string("hydro: sampler state has no '") + key + "': was it saved by another sampler?");
+    return d[key];
+  };
+  return {get("epoch").cast<int64_t>(), get("consumed").cast<int64_t>(), get("seed").cast<uint64_t>(),
+          get("size").cast<int64_t>(), get("num_replicas").cast<int64_t>(), get("shuffle").cast<bool>(),
+          get("drop_last").cast<bool>()};
+}
+
+void bind_sampler(py::module_& m) {
+  using S = InterruptibleDistributedSampler;
+  py::class_<S>(m, "SamplerOrder")
+      .def(py::init<size_t, int64_t, int64_t, uint64_t, bool, bool>(), py::arg("size"), py::arg("num_replicas"),
+           py::arg("rank"), py::arg("seed"), py::arg("shuffle"), py::arg("drop_last"))
+      .def("reset", [](S& s) { s.reset(); })
+      .def("next", [](S& s, size_t n) -> py::object {
+            auto batch = s.next(n);
+            if (!batch) return py::none();
+            return py::cast(*batch);
+          }, py::arg("n"))
+      .def("advance", &S::advance, py::arg("n"))
+      .def("set_epoch", &S::set_epoch, py::arg("epoch"))
+      .def("next_epoch", &S::next_epoch)
+      .def("set_auto_advance", &S::set_auto_advance, py::arg("on"))
+      .def_property_readonly("epoch", &S::epoch)
+      .def_property_readonly("consumed", &S::consumed)
+      .def_property_readonly("remaining", &S::remaining)
+      .def("epoch_indices", &S::epoch_indices)
+      .def("position", [](const S& s) { return position_dict(s.position()); })
+      .def("restore", [](S& s, const py::dict& d) { s.restore(position_of(d)); }, py::arg("state"));
+}
+
+// SIGTERM in a DataLoader worker of a hydro job: from the parent (the loader shutting its worker
+// down) it ends the worker, as torch's own handler does; from anyone else (Slurm signals every
+// process of the step) it is left to the training process, which checkpoints and then ends its
+// workers. torch's handler would let the worker die of it, and the loader would then fail the step.
+void worker_sigterm(int, siginfo_t* info, void*) {
+  if (info->si_pid == ::getppid()) ::_exit(0);
+}
+
+void leave_sigterm_to_parent() {
+  struct sigaction sa {};
+  sa.sa_sigaction = worker_sigterm;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  if (::sigaction(SIGTERM, &sa, nullptr) != 0) raise_os_error(Status::from_errno(errno, "sigaction SIGTERM"));
+}
+
+void bind_functions(py::module_& m) {
+  m.def("leave_sigterm_to_parent", &leave_sigterm_to_parent);
+  m.attr("EXIT_REQUEUE") = kExitRequeue;
+  m.attr("EXIT_WATCHDOG") = kExitWatchdog;
+  m.def("atomic_write", [](const std::string& path, py::function fill) {
+    StreamWriter write = stream_writer(std::move(fill));
+    Status st;
+    {
+      py::gil_scoped_release nogil;
+      st = write_file_atomic(path, [&](WritableFile& f) {
+        return write([&](const void* d, size_t n) { return f.append(d, n); });
+      });
+    }
+    if (st.code() == Code::durability_uncertain) log("warning: " + st.message());
+    else if (!st.ok()) raise_os_error(st);
+  }, py::arg("path"), py::arg("fill"));
+  m.def("log", [](const std::string& msg) { log(msg); }, py::arg("message"));
+  m.def("log_line", &log_line, py::arg("who"), py::arg("message"));
+  m.def("dist_env", [] {
+    DistEnv env;
+    Status st = DistEnv::from_env(&env);
+    if (!st.ok()) throw py::value_error("hydro: " + st.to_string());
+    py::dict d;
+    d["rank"] = env.rank;
+    d["world_size"] = env.world_size;
+    d["local_rank"] = env.local_rank;
+    d["master_addr"] = env.master_addr;
+    d["master_port"] = env.master_port;
+    return d;
+  });
+  m.def("start_pause_only", &start_pause_only, py::call_guard<py::gil_scoped_release>());
+  m.def("operator_pause_armed", &operator_pause_armed);
+  m.def("drains_cuda_on_pause", &drains_cuda_on_pause);
+  m.def("pause_state", [] {
+    PauseGate& g = PauseGate::instance();
+    py::dict d;
+    d["pending"] = g.pause_pending();
+    d["armed"] = operator_pause_armed();
+    d["threads_waiting"] = g.threads_waiting();
+    d["exit_requested"] = g.exit_requested();
+    return d;
+  });
+}
+
+}  // namespace
+}  // namespace hydro
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "hydro's C++ runtime (use the hydro package, not this module)";
+  py::class_<hydro::Sink, std::shared_ptr<hydro::Sink>>(m, "Sink")
+      .def("write", &hydro::Sink::write)
+      .def("flush", [](hydro::Sink&) {})
+      .def("writable", [](hydro::Sink&) { return true; });
+  hydro::bind_runtime(m);
+  hydro::bind_sampler(m);
+  hydro::bind_functions(m);
+}

@@ -1,0 +1,43 @@
+"""Zero lines for pause: with HYDRO_PAUSE=on (srun/sbatch --hydro-pause=on), a Python program that
+was not changed pauses at the next ATen operator on every thread on scontrol suspend or hydroctl
+pause, and resumes. hydro-autopause.pth imports this module at interpreter start only when
+HYDRO_PAUSE=on; it then waits for `torch` to be imported and starts hydro's pause (no checkpoints:
+those need hydro.Runtime). A program that never imports torch pays nothing but this wait."""
+import importlib.abc
+import importlib.util
+import sys
+
+
+def _start():
+    try:
+        from hydro import _C
+        if _C.start_pause_only():
+            _C.log("pausing at operators (HYDRO_PAUSE=on); checkpoints need hydro.Runtime")
+    except Exception as e:  # never break the user's import of torch
+        sys.stderr.write(f"hydro: warning: the pause for this program is off: {e}\n")
+
+
+class _AfterTorch(importlib.abc.MetaPathFinder):
+    """Finds nothing itself: when `torch` is imported, wraps its loader to start hydro after it."""
+
+    def find_spec(self, name, path, target=None):
+        if name != "torch":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            return spec
+        real = spec.loader.exec_module
+
+        def exec_module(module):
+            real(module)
+            _start()
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+if "torch" in sys.modules:
+    _start()
+else:
+    sys.meta_path.insert(0, _AfterTorch())

@@ -1,0 +1,31 @@
+"""hydro: PyTorch training that Slurm can suspend, requeue, preempt and time-limit at no cost.
+
+    import hydro
+    rt = hydro.Runtime()                 # settings from the environment (HYDRO_*), as in C++
+    rt.track("model", model)             # anything with state_dict()/load_state_dict()
+    rt.track("optimizer", opt)
+    rt.track("loader", loader)           # a hydro.DataLoader: resumes at the next batch
+    step = rt.resume()                   # 0 on a fresh start
+    for epoch in range(loader.sampler.epoch, epochs):
+        loader.sampler.set_epoch(epoch)
+        for x, y in loader:
+            ...one step...
+            step += 1
+            if not rt.step_end(step):    # checkpointed after SIGTERM: run me again
+                sys.exit(hydro.EXIT_REQUEUE)
+
+The work is done by the C++ runtime (hydro._C) that C++ programs use: the operator-boundary
+pause, the checkpoint-directory protocol, the ranks' vote, the sampler order.
+"""
+import torch  # first: hydro._C links the libtorch this torch has loaded
+
+from . import _C
+from ._C import EXIT_REQUEUE, EXIT_WATCHDOG
+from .data import DataLoader, InterruptibleDistributedSampler, InterruptibleSampler
+from .distributed import dist_env, init_process_group
+from .runtime import Runtime, atomic_save
+
+__all__ = [
+    "Runtime", "atomic_save", "DataLoader", "InterruptibleSampler", "InterruptibleDistributedSampler",
+    "dist_env", "init_process_group", "EXIT_REQUEUE", "EXIT_WATCHDOG",
+]

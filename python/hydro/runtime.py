@@ -1,0 +1,157 @@
+"""hydro.Runtime: the C++ Runtime, tracking Python objects through their state_dict()."""
+import random
+import sys
+
+import torch
+
+from . import _C
+
+
+def _has_state(obj):
+    return callable(getattr(obj, "state_dict", None)) and callable(getattr(obj, "load_state_dict", None))
+
+
+def _load(path):
+    # hydro's own files, in a directory only this user can read: not only tensors (RNG states,
+    # a scheduler's numbers), so not weights_only.
+    return torch.load(path, map_location=None, weights_only=False)
+
+
+def _workers_leave_sigterm_to_the_training_process():
+    """Slurm sends SIGTERM to every process of the step. torch's DataLoader workers die of one that
+    does not come from their parent, and the loader then fails the step that would checkpoint; under
+    a Runtime, workers (of any DataLoader) leave it to the training process instead."""
+    from torch.utils.data._utils import signal_handling
+    torch_handlers = signal_handling._set_worker_signal_handlers
+    if getattr(torch_handlers, "_hydro", False):
+        return
+
+    def set_worker_signal_handlers(*args, **kwargs):
+        torch_handlers(*args, **kwargs)
+        _C.leave_sigterm_to_parent()
+
+    set_worker_signal_handlers._hydro = True
+    signal_handling._set_worker_signal_handlers = set_worker_signal_handlers
+
+
+class _PythonRNG:
+    """The random generators torch's does not cover: Python's `random` and numpy's global one."""
+
+    def state_dict(self):
+        state = {"random": random.getstate()}
+        np = sys.modules.get("numpy")
+        if np is not None:
+            state["numpy"] = np.random.get_state()
+        return state
+
+    def load_state_dict(self, state):
+        random.setstate(state["random"])
+        if "numpy" in state:
+            import numpy as np
+            np.random.set_state(state["numpy"])
+
+
+class Runtime:
+    """Signals, pause, checkpoints and resume for one training process (see help(hydro)).
+
+    Settings come from the environment, exactly as for C++ programs: HYDRO_CKPT_DIR,
+    HYDRO_CKPT_EVERY, HYDRO_KEEP_LAST, HYDRO_CKPT_MODE, HYDRO_PAUSE, HYDRO_SIGNALS, ...
+    Errors raise RuntimeError (OSError for files) with the C++ message, which names the file or
+    the setting.
+    """
+
+    PYTHON_RNG = "python-rng"  # the file name of Python's and numpy's generator states
+
+    def __init__(self):
+        self._c = _C.Runtime()
+        _workers_leave_sigterm_to_the_training_process()
+        self._names = []
+        self.track(self.PYTHON_RNG, _PythonRNG())
+
+    def track(self, name, obj):
+        """Saves `obj.state_dict()` in every checkpoint as NAME.pt (plain torch.save format) and
+        restores it with `obj.load_state_dict()` on resume(). A module (DDP too), an optimizer, an
+        LR scheduler, a GradScaler, a hydro.DataLoader or sampler, or an object of your own."""
+        if not _has_state(obj):
+            raise TypeError(f"hydro: track({name!r}): a {type(obj).__name__} has no state_dict() and "
+                            "load_state_dict(); wrap it in an object that has")
+
+        def write(sink):
+            torch.save(obj.state_dict(), sink)
+
+        def read(path):
+            obj.load_state_dict(_load(path))
+
+        self._c.track_stream(name, write, read)
+        self._names.append(name)
+
+    def resume(self):
+        """Restores every tracked object and the random generators (torch's CPU and CUDA ones,
+        Python's and numpy's) from HYDRO_RESUME_FROM, else the newest valid checkpoint in
+        HYDRO_CKPT_DIR. Returns the step to continue from: 0 on a fresh start."""
+        return self._c.resume()
+
+    def step_end(self, step):
+        """Call after each step with the number of steps done. Pauses here if a pause is pending
+        and no operator ran; checkpoints every HYDRO_CKPT_EVERY steps. Returns False once a
+        checkpoint was committed because SIGTERM came: exit with hydro.EXIT_REQUEUE."""
+        return self._c.step_end(step)
+
+    def save(self, step, keep_always=False):
+        """Commits a checkpoint now (async mode: starts it) and returns its directory.
+        keep_always=True (force_save): HYDRO_KEEP_LAST never removes it."""
+        return self._c.save(step, keep_always)
+
+    def wait_idle(self):
+        """Waits for an async checkpoint in flight; raises if it failed."""
+        self._c.wait_idle()
+
+    def close(self):
+        """Waits for background writes, leaves the ranks' store and removes the signal handlers.
+        The Runtime is closed at exit anyway; close() makes it happen now."""
+        if self._c is not None:
+            c, self._c = self._c, None
+            del c
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    @property
+    def epoch(self):
+        """The epoch recorded in the next checkpoint's manifest; resume() restores it."""
+        return self._c.epoch
+
+    @epoch.setter
+    def epoch(self, value):
+        self._c.epoch = value
+
+    def set_epoch(self, epoch):
+        self._c.epoch = epoch
+
+    @property
+    def writes_checkpoints(self):
+        return self._c.writes_checkpoints
+
+    @property
+    def settings(self):
+        """The settings read from the environment, as a dict."""
+        return self._c.settings
+
+    @property
+    def tracked(self):
+        return list(self._names)
+
+    def __repr__(self):
+        s = self._c.settings if self._c is not None else {}
+        return (f"hydro.Runtime(checkpoint_dir={s.get('checkpoint_dir')!r}, mode={s.get('mode')!r}, "
+                f"rank={s.get('rank')}, world_size={s.get('world_size')}, tracked={self._names})")
+
+
+def atomic_save(obj, path):
+    """torch.save(obj, path), atomic and durable: written to a private temporary file beside
+    `path`, fsynced, renamed over it, and the directory fsynced. `path` holds the old file or the
+    whole new one, never a part; torch.load reads it. Raises OSError naming the path."""
+    _C.atomic_write(str(path), lambda sink: torch.save(obj, sink))

@@ -1,0 +1,159 @@
+#include "tracked.h"
+
+#include <cctype>
+#include <map>
+#include <stdexcept>
+
+namespace hydro {
+namespace {
+
+// In the model's own order (parameters, then buffers).
+std::vector<std::pair<std::string, std::vector<int64_t>>> tensor_shapes(const torch::nn::Module& module) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> v;
+  for (const auto& p : module.named_parameters()) v.emplace_back(p.key(), p.value().sizes().vec());
+  for (const auto& b : module.named_buffers()) v.emplace_back(b.key(), b.value().sizes().vec());
+  return v;
+}
+
+std::string shape_text(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+// Module::load replaces each tensor with the saved one, whatever its shape: a checkpoint of
+// another model must be an error that names the tensor, not a model that silently changed.
+void load_module_checked(torch::nn::Module& module, torch::serialize::InputArchive& a) {
+  auto before = tensor_shapes(module);
+  module.load(a);
+  std::map<std::string, std::vector<int64_t>> after;
+  for (auto& [key, shape] : tensor_shapes(module)) after[key] = std::move(shape);
+  for (const auto& [key, shape] : before) {
+    auto it = after.find(key);
+    if (it != after.end() && it->second != shape)
+      throw std::runtime_error("tensor '" + key + "' has shape " + shape_text(it->second) + ", the model's is " +
+                               shape_text(shape) + " (a checkpoint of a different model?)");
+  }
+}
+
+// Streams one file of a checkpoint through `write`.
+Status write_streamed(CheckpointWriter& writer, const std::string& file, const StreamWriter& write) {
+  std::unique_ptr<FileSink> sink;
+  HYDRO_RETURN_IF_ERROR(writer.open_file(file, &sink));
+  HYDRO_RETURN_IF_ERROR(write([&](const void* d, size_t n) { return sink->append(d, n); }));
+  return sink->finish();
+}
+
+}  // namespace
+
+bool valid_tracked_name(const std::string& name) {
+  if (name.empty() || name == "rng") return false;
+  for (char c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-') return false;
+  return true;
+}
+
+Status stream_archive(torch::serialize::OutputArchive& archive, const std::string& name, const ByteSink& append) {
+  Status err;
+  try {
+    archive.save_to([&](const void* data, size_t n) -> size_t {
+      if (err.ok()) err = append(data, n);
+      return err.ok() ? n : 0;
+    });
+  } catch (const c10::Error& e) {
+    if (!err.ok()) return err;  // our write failed first: report that, it names the file
+    return Status::io("serializing " + name + ": " + e.what_without_backtrace());
+  }
+  return err;
+}
+
+TrackedItem archive_item(const std::string& name, std::function<void(torch::serialize::OutputArchive&)> save,
+                         std::function<void(torch::serialize::InputArchive&)> load,
+                         std::function<Captured(TensorPool&)> capture) {
+  TrackedItem t;
+  t.name = name;
+  t.write = [save, file = name + ".pt"](const ByteSink& append) {
+    torch::serialize::OutputArchive archive;
+    save(archive);
+    return stream_archive(archive, file, append);
+  };
+  t.read = [load](const std::string& path) {
+    torch::serialize::InputArchive archive;
+    archive.load_from(path);
+    load(archive);
+  };
+  t.capture = capture ? std::move(capture) : [save](TensorPool&) { return capture_bytes(save); };
+  return t;
+}
+
+TrackedItem module_item(const std::string& name, torch::nn::Module& module) {
+  return archive_item(name, [&module](auto& a) { module.save(a); }, [&module](auto& a) { load_module_checked(module, a); },
+                      [&module, name](TensorPool& pool) { return capture_module(name, module, pool); });
+}
+
+TrackedItem optimizer_item(const std::string& name, torch::optim::Optimizer& optimizer) {
+  return archive_item(name, [&optimizer](auto& a) { optimizer.save(a); }, [&optimizer](auto& a) { optimizer.load(a); },
+                      [&optimizer, name](TensorPool& pool) { return capture_optimizer(name, optimizer, pool); });
+}
+
+TrackedItem sampler_item(const std::string& name, torch::data::samplers::Sampler<>& sampler) {
+  return archive_item(name, [&sampler](auto& a) { sampler.save(a); }, [&sampler](auto& a) { sampler.load(a); });
+}
+
+TrackedItem tensor_item(const std::string& name, torch::Tensor& tensor) {
+  return archive_item(name, [&tensor](auto& a) { a.write("tensor", tensor); },
+                      [&tensor](auto& a) { a.read("tensor", tensor); },
+                      [&tensor, name](TensorPool& pool) {
+                        torch::Tensor copy = pool.copy(name, tensor);
+                        return Captured{[copy](torch::serialize::OutputArchive& a) { a.write("tensor", copy); }, nullptr, {}};
+                      });
+}
+
+TrackedItem string_item(const std::string& name, std::string& value) {
+  return archive_item(name, [&value](auto& a) { a.write("string", c10::IValue(value)); },
+                      [&value, name](auto& a) {
+                        c10::IValue v;
+                        a.read("string", v);
+                        if (!v.isString()) throw std::runtime_error("checkpoint file " + name + ".pt holds no string");
+                        value = v.toStringRef();
+                      },
+                      [&value](TensorPool&) {
+                        return Captured{[copy = value](torch::serialize::OutputArchive& a) { a.write("string", c10::IValue(copy)); },
+                                        nullptr, {}};
+                      });
+}
+
+TrackedItem stream_item(const std::string& name, StreamWriter write, std::function<void(const std::string&)> read,
+                        std::function<StreamWriter()> capture) {
+  TrackedItem t;
+  t.name = name;
+  t.write = write;
+  t.read = std::move(read);
+  t.capture = [write, capture](TensorPool&) {
+    if (capture) return Captured{nullptr, nullptr, capture()};
+    auto bytes = std::make_shared<std::string>();
+    Status st = write([&](const void* d, size_t n) {
+      bytes->append(static_cast<const char*>(d), n);
+      return Status::OK();
+    });
+    if (!st.ok()) throw std::runtime_error(st.message());
+    return Captured{nullptr, bytes, {}};
+  };
+  return t;
+}
+
+Status write_item(CheckpointWriter& writer, const TrackedItem& item) {
+  return write_streamed(writer, item.name + ".pt", item.write);
+}
+
+Status write_captured(CheckpointWriter& writer, const std::string& file, const Captured& c) {
+  if (c.bytes) return writer.write_file(file, *c.bytes);
+  if (c.stream) return write_streamed(writer, file, c.stream);
+  return write_streamed(writer, file, [&](const ByteSink& append) {
+    torch::serialize::OutputArchive archive;
+    c.write(archive);
+    return stream_archive(archive, file, append);
+  });
+}
+
+}  // namespace hydro

@@ -1,0 +1,83 @@
+# Zero lines for pause: with HYDRO_PAUSE=on an unchanged script pauses at operators and resumes;
+# without it, or in a program that never imports torch, hydro is not even loaded. These run
+# /usr/bin/python3 as a user would, from another directory and without PYTHONPATH: they need
+# scripts/setup (or cmake --install) to have put hydro where that interpreter looks.
+import os
+import signal
+import subprocess
+import threading
+import time
+
+from conftest import HERE, hydro_env
+
+
+def plain_env(extra=None):
+    env = hydro_env(extra)
+    env.pop("PYTHONPATH", None)
+    return env
+
+
+def run_code(python, code, extra=None):
+    out = subprocess.run([python, "-c", code], env=plain_env(extra), cwd="/", capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+def test_import_hydro_works_from_any_directory(python):
+    assert run_code(python, "import hydro; print(hydro.EXIT_REQUEUE)") == "75"
+
+
+def test_nothing_is_loaded_unless_asked_or_torch_is_imported(python):
+    probe = "import sys; print('_hydro_autopause' in sys.modules, 'hydro' in sys.modules)"
+    assert run_code(python, probe) == "False False"
+    assert run_code(python, probe, {"HYDRO_PAUSE": "off"}) == "False False"
+    assert run_code(python, probe, {"HYDRO_PAUSE": "on"}) == "True False"  # waiting for torch
+    assert run_code(python, "import torch; " + probe, {"HYDRO_PAUSE": "on"}) == "True True"
+
+
+class Lines:
+    """A child's stdout, read on a thread: the last "step N" seen."""
+
+    def __init__(self, p):
+        self.last, self.done = 0, False
+        threading.Thread(target=self._read, args=(p,), daemon=True).start()
+
+    def _read(self, p):
+        for line in p.stdout:
+            if line.startswith("step "):
+                self.last = int(line.split()[1])
+        self.done = True
+
+
+def wait_for(what, timeout=120):
+    deadline = time.monotonic() + timeout
+    while not what():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def test_an_unchanged_script_pauses_and_resumes(python, tmp_path):
+    err = open(tmp_path / "stderr", "w+")
+    p = subprocess.Popen([python, os.path.join(HERE, "plain_train.py"), "3000"], env=plain_env({"HYDRO_PAUSE": "on"}),
+                         cwd="/", stdout=subprocess.PIPE, stderr=err, text=True)
+    lines = Lines(p)
+    wait_for(lambda: lines.last >= 20)
+    p.send_signal(signal.SIGUSR1)
+    wait_for(lambda: "paused at operator" in open(tmp_path / "stderr").read())
+    held = lines.last
+    time.sleep(1.0)
+    assert lines.last <= held + 1 and p.poll() is None  # at most the step already printing
+    p.send_signal(signal.SIGUSR2)
+    assert p.wait(timeout=300) == 0 and lines.last == 3000
+    log = open(tmp_path / "stderr").read()
+    assert "pausing at operators (HYDRO_PAUSE=on)" in log and "resumed at operator" in log
+
+
+def test_sigterm_keeps_its_default_in_an_unchanged_script(python):
+    p = subprocess.Popen([python, os.path.join(HERE, "plain_train.py"), "100000"], env=plain_env({"HYDRO_PAUSE": "on"}),
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    lines = Lines(p)
+    wait_for(lambda: lines.last >= 5)
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=60) == -signal.SIGTERM

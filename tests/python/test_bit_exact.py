@@ -1,0 +1,61 @@
+# A job stopped by SIGTERM at random steps, paused and resumed, and rerun until it finishes, ends
+# with the weights and buffers of a run never interrupted, bit for bit. The signals go to the whole
+# process group, DataLoader workers included, as Slurm sends them.
+import os
+import random
+import signal
+import subprocess
+import time
+
+import hydro
+from conftest import HERE, hydro_env
+
+SCRIPT = os.path.join(HERE, "train_cnn.py")
+STEPS = 48  # train_cnn.py: 3 epochs of 16 batches
+
+
+def attempt(python, env, digest, stop_at=None, pause_at=None):
+    """Runs the script once; SIGTERM to its group after step `stop_at`. Returns (status, last step)."""
+    p = subprocess.Popen([python, SCRIPT, digest], env=env, stdout=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    last = 0
+    for line in p.stdout:
+        if line.startswith("step "):
+            last = int(line.split()[1])
+            if last == pause_at:
+                os.killpg(p.pid, signal.SIGUSR1)
+                time.sleep(0.3)
+                os.killpg(p.pid, signal.SIGUSR2)
+            if last == stop_at:
+                os.killpg(p.pid, signal.SIGTERM)
+    status = p.wait(timeout=300)
+    gone_by = time.monotonic() + 60
+    while time.monotonic() < gone_by:  # no worker outlives its parent
+        try:
+            os.killpg(p.pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"processes of group {p.pid} outlived the training process")
+    return status, last
+
+
+def test_resumed_weights_are_bit_identical(python, tmp_path):
+    ref = tmp_path / "ref.sha"
+    status, last = attempt(python, hydro_env(), str(ref))
+    assert (status, last) == (0, STEPS)
+
+    env = hydro_env({"HYDRO_CKPT_DIR": str(tmp_path / "ckpt")})
+    got = tmp_path / "got.sha"
+    stops = sorted(random.Random().sample(range(2, STEPS - 2), 3))
+    print("SIGTERM after steps", stops)
+    resumed_at = 0
+    for i, stop in enumerate(stops):
+        status, last = attempt(python, env, str(got), stop_at=stop, pause_at=resumed_at + 1 if i == 1 else None)
+        assert status == hydro.EXIT_REQUEUE, f"attempt {i} exited {status}"
+        assert last >= stop
+        resumed_at = last
+    status, last = attempt(python, env, str(got))
+    assert (status, last) == (0, STEPS)
+    assert got.read_text() == ref.read_text()

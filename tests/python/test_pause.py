@@ -1,0 +1,127 @@
+# The operator-boundary pause from Python: it takes hold inside backward() and inside
+# optimizer.step(), on the thread running them, and nothing in the release needs the GIL. While a
+# pause is pending every thread's next operator blocks, the test's own too: the checks made while
+# paused run no torch operator.
+import os
+import random
+import signal
+import threading
+import time
+
+import torch
+
+import hydro
+from hydro import _C
+
+
+def wait_for(what, timeout=60):
+    deadline = time.monotonic() + timeout
+    while not what():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.001)
+
+
+def pause():
+    os.kill(os.getpid(), signal.SIGUSR1)
+    wait_for(lambda: _C.pause_state()["armed"])
+
+
+def resume():
+    os.kill(os.getpid(), signal.SIGUSR2)
+    wait_for(lambda: not _C.pause_state()["pending"])
+
+
+def test_pause_takes_hold_inside_backward(env, capfd):
+    inside, go, after = threading.Event(), threading.Event(), []
+
+    class Probe(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 1
+
+        @staticmethod
+        def backward(ctx, g):
+            inside.set()
+            go.wait()
+            out = g.mul(2)  # the next operator: the pause holds here
+            after.append(True)
+            return out
+
+    with hydro.Runtime():
+        x = torch.ones(3, requires_grad=True)
+        t = threading.Thread(target=lambda: Probe.apply(x).sum().backward())
+        t.start()
+        inside.wait()
+        pause()
+        go.set()
+        wait_for(lambda: _C.pause_state()["threads_waiting"] == 1)
+        time.sleep(0.2)
+        assert after == [] and t.is_alive() and x.grad is None
+        resume()
+        t.join(60)
+        assert after == [True] and torch.equal(x.grad, torch.full((3,), 2.0))
+    assert "paused at operator aten::mul" in capfd.readouterr().err
+
+
+def test_pause_takes_hold_inside_optimizer_step(env, capfd):
+    inside, go, after = threading.Event(), threading.Event(), []
+
+    class ProbeSGD(torch.optim.SGD):
+        def step(self, closure=None):
+            inside.set()
+            go.wait()
+            out = super().step(closure)  # its first operator: the pause holds there
+            after.append(True)
+            return out
+
+    w = torch.nn.Parameter(torch.ones(4))
+    opt = ProbeSGD([w], lr=0.5)
+    w.sum().backward()
+    with hydro.Runtime():
+        t = threading.Thread(target=opt.step)
+        t.start()
+        inside.wait()
+        pause()
+        go.set()
+        wait_for(lambda: _C.pause_state()["threads_waiting"] == 1)
+        time.sleep(0.2)
+        # No torch operator here: the pause holds every thread, this one too.
+        assert after == [] and t.is_alive()
+        resume()
+        t.join(60)
+        assert after == [True] and torch.equal(w.detach(), torch.full((4,), 0.5))
+    assert "paused at operator" in capfd.readouterr().err
+
+
+def test_ten_thousand_pauses_and_resumes_never_deadlock(env):
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    stop, steps = threading.Event(), [0]
+
+    def train():
+        while not stop.is_set():
+            loss = model(torch.randn(8, 16)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            steps[0] += 1
+
+    with hydro.Runtime():
+        t = threading.Thread(target=train)
+        t.start()
+        rng = random.Random(1)
+        held = 0
+        for i in range(10_000):
+            os.kill(os.getpid(), signal.SIGUSR1)
+            if i % 1000 == 0:  # now and then, see it take hold
+                wait_for(lambda: _C.pause_state()["threads_waiting"] == 1)
+                held += 1
+            elif rng.random() < 0.5:
+                time.sleep(rng.random() * 1e-4)
+            os.kill(os.getpid(), signal.SIGUSR2)
+        wait_for(lambda: not _C.pause_state()["armed"])
+        before = steps[0]
+        wait_for(lambda: steps[0] > before + 10)
+        stop.set()
+        t.join(60)
+        assert not t.is_alive() and held == 10

@@ -1,0 +1,148 @@
+# hydro.Runtime from Python: the C++ checkpoint protocol, with Python objects' state_dict()s.
+import json
+import os
+import random
+
+import numpy as np
+import pytest
+import torch
+
+import hydro
+
+
+def model_and_opt():
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.BatchNorm1d(8), torch.nn.Linear(8, 2))
+    opt = torch.optim.AdamW(m.parameters(), lr=0.01)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+    return m, opt, sched
+
+
+def train(m, opt, sched, steps):
+    for _ in range(steps):
+        loss = m(torch.randn(16, 4)).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step()
+
+
+def runtime(m, opt, sched):
+    rt = hydro.Runtime()
+    rt.track("model", m)
+    rt.track("optimizer", opt)
+    rt.track("scheduler", sched)
+    return rt
+
+
+def test_saves_plain_torch_files_and_resumes_every_generator(env, tmp_path):
+    env.setenv("HYDRO_CKPT_DIR", str(tmp_path))
+    m, opt, sched = model_and_opt()
+    with runtime(m, opt, sched) as rt:
+        assert rt.resume() == 0
+        train(m, opt, sched, 3)
+        path = rt.save(3)
+        expect = (torch.rand(2), random.random(), np.random.rand())
+        rt.wait_idle()
+    assert os.path.basename(path) == "step-000000000003"
+    assert os.path.realpath(tmp_path / "latest") == path
+    files = sorted(os.listdir(path))
+    assert files == ["manifest.json", "model.pt", "optimizer.pt", "python-rng.pt", "rng.pt", "scheduler.pt"]
+    manifest = json.load(open(os.path.join(path, "manifest.json")))
+    assert {f["name"] for f in manifest["files"]} == set(files) - {"manifest.json"}
+    saved = torch.load(os.path.join(path, "model.pt"))  # plain torch.load
+    assert torch.equal(saved["0.weight"], m[0].weight)
+    assert torch.load(os.path.join(path, "scheduler.pt"))["last_epoch"] == 3
+
+    m2, opt2, sched2 = model_and_opt()
+    torch.manual_seed(99); random.seed(99); np.random.seed(99)
+    with runtime(m2, opt2, sched2) as rt:
+        assert rt.resume() == 3
+        assert (torch.rand(2).tolist(), random.random(), np.random.rand()) == (expect[0].tolist(), *expect[1:])
+    for a, b in zip(m.state_dict().values(), m2.state_dict().values()):
+        assert torch.equal(a, b)
+    assert sched2.last_epoch == 3 and opt2.param_groups[0]["lr"] == opt.param_groups[0]["lr"]
+    assert torch.equal(opt2.state_dict()["state"][0]["exp_avg"], opt.state_dict()["state"][0]["exp_avg"])
+
+
+def test_keep_last_and_force_save(env, tmp_path):
+    env.setenv("HYDRO_CKPT_DIR", str(tmp_path))
+    env.setenv("HYDRO_KEEP_LAST", "2")
+    m, opt, sched = model_and_opt()
+    with runtime(m, opt, sched) as rt:
+        rt.save(1, keep_always=True)
+        for step in (2, 3, 4):
+            rt.save(step)
+        rt.wait_idle()
+    names = sorted(n for n in os.listdir(tmp_path) if n.startswith("step-"))
+    assert names == ["step-000000000001", "step-000000000003", "step-000000000004"]
+
+
+def test_a_corrupt_checkpoint_falls_back_to_the_previous_one(env, tmp_path, capfd):
+    env.setenv("HYDRO_CKPT_DIR", str(tmp_path))
+    m, opt, sched = model_and_opt()
+    with runtime(m, opt, sched) as rt:
+        rt.save(1)
+        rt.save(2)
+        rt.wait_idle()
+    with open(tmp_path / "step-000000000002" / "optimizer.pt", "r+b") as f:
+        f.seek(100)
+        f.write(b"\xff")
+    with runtime(*model_and_opt()) as rt:
+        assert rt.resume() == 1
+    assert "optimizer.pt" in capfd.readouterr().err
+
+
+def test_step_end_checkpoints_every_n_steps(env, tmp_path):
+    env.setenv("HYDRO_CKPT_DIR", str(tmp_path))
+    env.setenv("HYDRO_CKPT_EVERY", "2")
+    with runtime(*model_and_opt()) as rt:
+        for step in range(1, 6):
+            assert rt.step_end(step)
+        rt.wait_idle()
+    assert os.readlink(tmp_path / "latest") == "step-000000000004"
+
+
+def test_a_failing_state_dict_is_an_error_and_commits_nothing(env, tmp_path):
+    env.setenv("HYDRO_CKPT_DIR", str(tmp_path))
+
+    class Broken:
+        def state_dict(self):
+            raise ValueError("cannot export")
+
+        def load_state_dict(self, s):
+            pass
+
+    with hydro.Runtime() as rt:
+        rt.track("broken", Broken())
+        with pytest.raises(RuntimeError, match="cannot export"):
+            rt.save(1)
+    assert not os.path.exists(tmp_path / "latest")
+    assert [n for n in os.listdir(tmp_path) if n.startswith("step-")] == []
+
+
+def test_loading_into_a_different_model_names_the_file(env, tmp_path):
+    env.setenv("HYDRO_CKPT_DIR", str(tmp_path))
+    with runtime(*model_and_opt()) as rt:
+        rt.save(1)
+    with hydro.Runtime() as rt:
+        rt.track("model", torch.nn.Linear(3, 3))
+        with pytest.raises(RuntimeError, match="step-000000000001: model.pt: RuntimeError: Error.s. in loading state_dict for Linear"):
+            rt.resume()
+
+
+def test_bad_input_is_named(env, tmp_path):
+    with hydro.Runtime() as rt:
+        with pytest.raises(TypeError, match="track\\('x'\\): a int has no state_dict"):
+            rt.track("x", 3)
+        with pytest.raises(RuntimeError, match="bad name 'a/b'"):
+            rt.track("a/b", torch.nn.Linear(1, 1))
+        with pytest.raises(RuntimeError, match="HYDRO_CKPT_DIR is not set"):
+            rt.save(1)
+    env.setenv("HYDRO_CKPT_MODE", "fast")
+    with pytest.raises(RuntimeError, match="HYDRO_CKPT_MODE"):
+        hydro.Runtime()
+    env.setenv("HYDRO_CKPT_MODE", "sync_any")
+    env.setenv("HYDRO_CKPT_DIR", "relative/dir")
+    with pytest.raises(RuntimeError, match="HYDRO_CKPT_DIR"):
+        hydro.Runtime()
