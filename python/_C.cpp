@@ -2,6 +2,7 @@
 // Everything that blocks or writes releases the GIL: a checkpoint, a wait for peers, a pause. The
 // pause and its release never need the GIL (the handlers and the gate are C++), so a thread paused
 // at an operator while holding the GIL is still released.
+#include <caffe2/serialize/inline_container.h>
 #include <pybind11/functional.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -96,6 +97,56 @@ std::function<void(const std::string&)> path_reader(py::function read) {
   };
 }
 
+// Async checkpoints of Python objects. On the training thread, hydro/runtime.py copies the state's
+// tensors into reused CPU buffers and pickles the structure exactly as torch.save does, keeping each
+// record of the zip file torch.save would write: ("data.pkl", bytes) or ("data/N", address, size) of
+// a copied storage. Here, on the background thread and without the GIL, the records become that
+// zip file through libtorch's own writer (CRC32 and all). `keep` holds the copies until then.
+// Python may instead hand over the whole file, serialized in memory: ("bytes", data).
+struct ZipRecord {
+  std::string name, bytes;
+  const void* data = nullptr;
+  size_t size = 0;
+};
+
+StreamWriter zip_writer(std::vector<ZipRecord> records, std::shared_ptr<py::object> keep) {
+  return [records = std::move(records), keep](const ByteSink& sink) -> Status {
+    Status st;
+    try {
+      caffe2::serialize::PyTorchStreamWriter zip([&](const void* d, size_t n) -> size_t {
+        if (st.ok()) st = sink(d, n);
+        return st.ok() ? n : 0;
+      });
+      for (const auto& r : records)
+        zip.writeRecord(r.name, r.data ? r.data : r.bytes.data(), r.data ? r.size : r.bytes.size());
+      zip.writeEndOfFile();
+    } catch (const c10::Error& e) {
+      return st.ok() ? Status::io(std::string("writing the zip file: ") + e.what_without_backtrace()) : st;
+    }
+    return st;
+  };
+}
+
+std::function<StreamWriter()> capturer(py::function capture) {
+  return [fn = hold(std::move(capture))]() -> StreamWriter {
+    py::gil_scoped_acquire gil;
+    py::tuple got = (*fn)();
+    if (got[0].cast<std::string>() == "bytes") {
+      auto bytes = std::make_shared<std::string>(got[1].cast<std::string>());
+      return [bytes](const ByteSink& sink) { return sink(bytes->data(), bytes->size()); };
+    }
+    std::vector<ZipRecord> records;
+    for (auto r : got[1]) {
+      auto t = r.cast<py::tuple>();
+      ZipRecord z{t[0].cast<std::string>(), "", nullptr, 0};
+      if (t.size() == 2) z.bytes = t[1].cast<std::string>();
+      else z.data = reinterpret_cast<const void*>(t[1].cast<uintptr_t>()), z.size = t[2].cast<size_t>();
+      records.push_back(std::move(z));
+    }
+    return zip_writer(std::move(records), hold(got[2]));
+  };
+}
+
 // Deleting a Runtime joins its background threads and may wait for peer ranks: not with the GIL.
 struct ReleaseGilDelete {
   void operator()(Runtime* rt) const {
@@ -126,10 +177,11 @@ void bind_runtime(py::module_& m) {
         return std::unique_ptr<Runtime, ReleaseGilDelete>(new Runtime());
       }))
       .def("track_stream",
-           [](Runtime& rt, const std::string& name, py::function write, py::function read) {
-             rt.track_stream(name, stream_writer(std::move(write)), path_reader(std::move(read)));
+           [](Runtime& rt, const std::string& name, py::function write, py::function read, py::object capture) {
+             rt.track_stream(name, stream_writer(std::move(write)), path_reader(std::move(read)),
+                             capture.is_none() ? nullptr : capturer(capture.cast<py::function>()));
            },
-           py::arg("name"), py::arg("write"), py::arg("read"))
+           py::arg("name"), py::arg("write"), py::arg("read"), py::arg("capture") = py::none())
       .def("resume", &Runtime::resume, py::call_guard<py::gil_scoped_release>())
       .def("step_end", &Runtime::step_end, py::arg("step"), py::call_guard<py::gil_scoped_release>())
       .def("save", &Runtime::save, py::arg("step"), py::arg("keep_always") = false,
@@ -242,6 +294,8 @@ void bind_functions(py::module_& m) {
     d["armed"] = operator_pause_armed();
     d["threads_waiting"] = g.threads_waiting();
     d["exit_requested"] = g.exit_requested();
+    d["last_block_ns"] = g.last_block_ns();      // steady clock: time.monotonic_ns()
+    d["last_release_ns"] = g.last_release_ns();
     return d;
   });
 }

@@ -5,6 +5,7 @@ import sys
 import torch
 
 from . import _C
+from .snapshot import Snapshot
 
 
 def _has_state(obj):
@@ -82,7 +83,7 @@ class Runtime:
         def read(path):
             obj.load_state_dict(_load(path))
 
-        self._c.track_stream(name, write, read)
+        self._c.track_stream(name, write, read, Snapshot(obj.state_dict).capture)
         self._names.append(name)
 
     def resume(self):

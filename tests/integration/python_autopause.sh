@@ -11,7 +11,9 @@ work=$(mktemp -d /tmp/hydro-it.XXXXXX)
 cat >"$work/job.sh" <<JOB
 #!/bin/bash
 unset PYTHONPATH
-exec srun /usr/bin/python3 "$top/tests/python/plain_train.py" 100000000
+# exec: the script itself is the task that Slurm signals (with proctrack/cgroup only the batch
+# step's direct child gets SIGTSTP), and it writes its log lines straight to the job's file.
+exec /usr/bin/python3 "$top/tests/python/plain_train.py" 100000000
 JOB
 log=$work/job.log
 export HYDRO_TEST_LOGS=$log

@@ -1,4 +1,5 @@
 # hydro.Runtime from Python: the C++ checkpoint protocol, with Python objects' state_dict()s.
+import io
 import json
 import os
 import random
@@ -146,3 +147,48 @@ def test_bad_input_is_named(env, tmp_path):
     env.setenv("HYDRO_CKPT_DIR", "relative/dir")
     with pytest.raises(RuntimeError, match="HYDRO_CKPT_DIR"):
         hydro.Runtime()
+
+
+def torch_save_bytes(obj):
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    return buf.getvalue()
+
+
+class Tied(torch.nn.Module):
+    """The model, and a layer sharing its first weight: one storage in the file, as torch.save keeps."""
+
+    def __init__(self, seq):
+        super().__init__()
+        self.seq, self.tied = seq, torch.nn.Linear(4, 8)
+        self.tied.weight = seq[0].weight
+
+    def forward(self, x):
+        return self.seq(x)
+
+
+def tied(m, opt, sched):
+    return Tied(m), opt, sched
+
+
+def test_async_checkpoints_hold_the_state_at_save_and_are_what_torch_save_writes(env, tmp_path):
+    env.setenv("HYDRO_CKPT_DIR", str(tmp_path))
+    env.setenv("HYDRO_CKPT_MODE", "async")
+    m, opt, sched = tied(*model_and_opt())
+    train(m, opt, sched, 2)
+    want = {"model": torch_save_bytes(m.state_dict()), "optimizer": torch_save_bytes(opt.state_dict()),
+            "scheduler": torch_save_bytes(sched.state_dict())}
+    with runtime(m, opt, sched) as rt:
+        path = rt.save(2)
+        train(m, opt, sched, 3)  # goes on while the background thread writes step 2's copies
+        rt.wait_idle()
+        for name, data in want.items():
+            with open(os.path.join(path, name + ".pt"), "rb") as f:
+                assert f.read() == data, name
+        rt.save(5)
+        rt.wait_idle()
+    m2, opt2, sched2 = tied(*model_and_opt())
+    with runtime(m2, opt2, sched2) as rt:
+        assert rt.resume() == 5
+    for a, b in zip(m.state_dict().values(), m2.state_dict().values()):
+        assert torch.equal(a, b)

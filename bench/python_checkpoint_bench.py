@@ -1,0 +1,128 @@
+#!/usr/bin/python3
+"""hydro's checkpoints from Python, side by side in one run, interleaved in random order per round,
+each variant after sync(); medians of per-round ratios.
+
+State: a model of large parameters plus AdamW's state after one step (exp_avg, exp_avg_sq), at 10,
+100 and 1000 MB in all.
+  durable save: hydro's rt.save() (the checkpoint-directory protocol: every file fsynced, manifest,
+    rename, `latest`) against torch.save of the same two state_dicts + fsync of each file and of the
+    directory (the least any durable save does);
+  async stall: rt.save() with HYDRO_CKPT_MODE=async (what training waits for) against a memcpy of
+    the same tensors into buffers allocated once (the floor of any snapshot).
+Usage: PYTHONPATH=build/python bench/python_checkpoint_bench.py [DIR] [--sizes 10,100,1000] [--rounds N]"""
+import argparse
+import os
+import random
+import shutil
+import statistics
+import time
+
+import torch
+
+import hydro
+
+
+def state(mb):
+    """A model whose parameters are a third of `mb` (AdamW holds two more copies), after one step."""
+    n = mb * (1 << 20) // 4 // 3
+    chunk = 4 << 20
+    params = torch.nn.ParameterList(
+        torch.nn.Parameter(torch.randn(min(chunk, n - i))) for i in range(0, n, chunk))
+    opt = torch.optim.AdamW(params.parameters(), lr=1e-3)
+    for p in params:
+        p.grad = torch.randn_like(p)
+    opt.step()
+    return params, opt
+
+
+def fsync_path(path, directory=False):
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def torch_save_fsync(model, opt, d):
+    os.makedirs(d, exist_ok=True)
+    for name, obj in (("model.pt", model), ("optimizer.pt", opt)):
+        p = os.path.join(d, name)
+        with open(p, "wb") as f:
+            torch.save(obj.state_dict(), f)
+            f.flush()
+            os.fsync(f.fileno())
+    fsync_path(d, directory=True)
+
+
+def memcpy(tensors, buffers):
+    for t, b in zip(tensors, buffers):
+        b.copy_(t)
+
+
+def timed(fn):
+    os.sync()
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def runtime(model, opt, root, mode):
+    os.environ.update(HYDRO_CKPT_DIR=root, HYDRO_CKPT_MODE=mode, HYDRO_KEEP_LAST="1")
+    rt = hydro.Runtime()
+    rt.track("model", model)
+    rt.track("optimizer", opt)
+    return rt
+
+
+def bench(mb, rounds, top):
+    model, opt = state(mb)
+    tensors = list(model.state_dict().values()) + [
+        t for s in opt.state_dict()["state"].values() for t in s.values() if torch.is_tensor(t)]
+    buffers = [torch.empty_like(t) for t in tensors]
+    memcpy(tensors, buffers)  # touch them once: reused as hydro's are
+    t = {k: [] for k in ("hydro", "torch", "async", "memcpy")}
+    step = 0
+    for r in range(rounds):
+        order = list(t)
+        random.shuffle(order)
+        for v in order:
+            step += 1
+            if v == "hydro":
+                with runtime(model, opt, os.path.join(top, "hydro"), "sync_any") as rt:
+                    t[v].append(timed(lambda: rt.save(step)))
+                    rt.wait_idle()
+            elif v == "async":
+                with runtime(model, opt, os.path.join(top, "async"), "async") as rt:
+                    t[v].append(timed(lambda: rt.save(step)))
+                    rt.wait_idle()
+            elif v == "torch":
+                d = os.path.join(top, "torch")
+                shutil.rmtree(d, ignore_errors=True)
+                t[v].append(timed(lambda: torch_save_fsync(model, opt, d)))
+            else:
+                t[v].append(timed(lambda: memcpy(tensors, buffers)))
+    ratio = lambda a, b: statistics.median(x / y for x, y in zip(t[a], t[b]))
+    med = {k: statistics.median(v) for k, v in t.items()}
+    print(f"{mb:5d} MB: hydro save {med['hydro']:.3f} s, torch.save+fsync {med['torch']:.3f} s, "
+          f"hydro/torch {ratio('hydro', 'torch'):.2f}x | async stall {med['async'] * 1000:.1f} ms, "
+          f"memcpy {med['memcpy'] * 1000:.1f} ms, stall/memcpy {ratio('async', 'memcpy'):.2f}x "
+          f"({rounds} rounds)", flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("dir", nargs="?", default="/var/tmp/hydro-bench-py", help="scratch directory (removed)")
+    ap.add_argument("--sizes", default="10,100,1000", help="state sizes in MB (default 10,100,1000)")
+    ap.add_argument("--rounds", type=int, default=7, help="rounds (default 7; 3 at 1000 MB and above)")
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    shutil.rmtree(a.dir, ignore_errors=True)
+    os.makedirs(a.dir, mode=0o700)
+    print(f"directory {a.dir}")
+    for mb in (int(s) for s in a.sizes.split(",")):
+        bench(mb, a.rounds if mb < 1000 else min(a.rounds, 3), a.dir)
+    shutil.rmtree(a.dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

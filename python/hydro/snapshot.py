@@ -1,0 +1,94 @@
+"""Async checkpoints of Python objects: what the training thread does before it goes on.
+
+The state's tensors are copied into CPU buffers allocated once per tensor and reused from one
+checkpoint to the next (fresh memory is slow to touch), and the structure is pickled by
+torch.serialization's own `_save`, handed a stand-in for its zip writer that keeps every record.
+hydro._C then writes those records into the checkpoint on the background thread, without the GIL,
+through libtorch's zip writer: the file is what torch.save would have written, and plain
+torch.load reads it. Anything that path cannot take (a torch without `_save`, a tensor the copy
+cannot hold) is serialized into memory by torch.save on the training thread instead."""
+import collections
+import inspect
+import io
+import pickle
+
+import torch
+
+from . import _C
+
+_SAVE = getattr(torch.serialization, "_save", None)
+_SAVE_KW = {}
+if _SAVE is not None and "_disable_byteorder_record" in inspect.signature(_SAVE).parameters:
+    _SAVE_KW["_disable_byteorder_record"] = False
+
+
+class _Records:
+    """Stands in for torch's PyTorchFileWriter inside `_save`: keeps each record to write later."""
+
+    def __init__(self):
+        self.records = []
+
+    def write_record(self, name, data, size):
+        if isinstance(data, int):  # a storage's address (torch 1.x)
+            self.records.append((name, data, size))
+        elif isinstance(data, (bytes, bytearray)):
+            self.records.append((name, bytes(data)))
+        elif isinstance(data, str):
+            self.records.append((name, data.encode()))
+        elif hasattr(data, "data_ptr"):  # a storage (torch 2.x)
+            self.records.append((name, data.data_ptr(), size))
+        else:
+            raise TypeError(f"hydro: unexpected record {name!r} of type {type(data).__name__}")
+
+
+class Snapshot:
+    """The reused CPU copies of one tracked object's tensors, and its capture()."""
+
+    def __init__(self, state_dict):
+        self._state_dict = state_dict
+        self._slots = {}
+        self._warned = False
+
+    def _copy(self, path, t, seen):
+        # The same memory twice (tied weights): one copy, as torch.save keeps one storage.
+        key = (t.data_ptr(), t.dtype, tuple(t.shape), tuple(t.stride()), str(t.device)) if t.numel() else path
+        if key in seen:
+            return seen[key].detach()  # another tensor over the same storage, as the state had
+        slot = self._slots.get(path)
+        if slot is None or slot.shape != t.shape or slot.dtype != t.dtype:
+            slot = self._slots[path] = torch.empty(t.shape, dtype=t.dtype)
+        slot.copy_(t)
+        seen[key] = slot
+        return slot
+
+    def _tree(self, obj, path, seen):
+        if isinstance(obj, torch.Tensor):
+            return self._copy(path, obj, seen)
+        if isinstance(obj, dict):
+            out = collections.OrderedDict() if isinstance(obj, collections.OrderedDict) else {}
+            for k, v in obj.items():
+                out[k] = self._tree(v, f"{path}/{k}", seen)
+            if hasattr(obj, "_metadata"):  # a module's state_dict: versions for load_state_dict
+                out._metadata = obj._metadata
+            return out
+        if isinstance(obj, (list, tuple)) and type(obj) in (list, tuple):
+            return type(obj)(self._tree(v, f"{path}/{i}", seen) for i, v in enumerate(obj))
+        return obj
+
+    def capture(self):
+        state = self._state_dict()
+        try:
+            if _SAVE is None:
+                raise TypeError("this torch has no torch.serialization._save")
+            with torch.no_grad():
+                copies = self._tree(state, "", {})
+            zf = _Records()
+            _SAVE(copies, zf, pickle, torch.serialization.DEFAULT_PROTOCOL, **_SAVE_KW)
+            return ("zip", zf.records, copies)
+        except (TypeError, RuntimeError, AttributeError) as e:
+            if not self._warned:
+                _C.log(f"warning: async checkpoint: serializing on the training thread ({e})")
+                self._warned = True
+            buf = io.BytesIO()
+            torch.save(state, buf)
+            return ("bytes", buf.getvalue())
