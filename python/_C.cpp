@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 
+#include "bindings.h"
 #include "hydro/atomic_file.h"
 #include "hydro/dist_env.h"
 #include "hydro/exit_codes.h"
@@ -20,6 +21,8 @@
 #include "hydro/pause_gate.h"
 #include "hydro/runtime.h"
 #include "hydro/sampler.h"
+#include "hydro/sharded_dataset.h"
+#include "hydro/watchdog_client.h"
 
 namespace py = pybind11;
 
@@ -254,6 +257,25 @@ void leave_sigterm_to_parent() {
   if (::sigaction(SIGTERM, &sa, nullptr) != 0) raise_os_error(Status::from_errno(errno, "sigaction SIGTERM"));
 }
 
+void check(const Status& s) {
+  if (s.code() == Code::invalid_argument) throw py::value_error("hydro: " + s.to_string());
+  if (!s.ok()) raise_os_error(s);
+}
+
+void bind_watchdog(py::module_& m) {
+  py::class_<WatchdogClient>(m, "WatchdogClient")
+      .def(py::init<>())
+      .def(py::init<std::string, int>(), py::arg("fifo"), py::arg("signal") = SIGKILL)
+      .def_property_readonly("enabled", &WatchdogClient::enabled)
+      .def_property_readonly("path", &WatchdogClient::path)
+      .def("arm", [](WatchdogClient& c, const std::string& scope, double s) { check(c.arm(scope, s)); },
+           py::arg("scope"), py::arg("seconds"))
+      .def("disarm", [](WatchdogClient& c, const std::string& scope) { check(c.disarm(scope)); }, py::arg("scope"));
+  m.def("sharded_files", [](const std::string& folder, int64_t world, int64_t rank, double pct) {
+    return ShardedFileDataset(folder, ShardSpec{world, rank, pct}).files();
+  }, py::arg("folder"), py::arg("world"), py::arg("rank"), py::arg("samples_pct_per_replica"));
+}
+
 void bind_functions(py::module_& m) {
   m.def("leave_sigterm_to_parent", &leave_sigterm_to_parent);
   m.attr("EXIT_REQUEUE") = kExitRequeue;
@@ -312,4 +334,6 @@ PYBIND11_MODULE(_C, m) {
   hydro::bind_runtime(m);
   hydro::bind_sampler(m);
   hydro::bind_functions(m);
+  hydro::bind_watchdog(m);
+  hydro::bind_job(m);
 }

@@ -21,11 +21,13 @@ import torch  # first: hydro._C links the libtorch this torch has loaded
 
 from . import _C
 from ._C import EXIT_REQUEUE, EXIT_WATCHDOG
-from .data import DataLoader, InterruptibleDistributedSampler, InterruptibleSampler
+from .data import DataLoader, InterruptibleDistributedSampler, InterruptibleSampler, ShardedDataset
+from . import watchdog
 from .distributed import dist_env, init_process_group
+from .job import Job, JobContext, JobRunner
 from .runtime import Runtime, atomic_save
 
 __all__ = [
-    "Runtime", "atomic_save", "DataLoader", "InterruptibleSampler", "InterruptibleDistributedSampler",
-    "dist_env", "init_process_group", "EXIT_REQUEUE", "EXIT_WATCHDOG",
+    "Runtime", "atomic_save", "DataLoader", "InterruptibleSampler", "InterruptibleDistributedSampler", "ShardedDataset",
+    "dist_env", "init_process_group", "watchdog", "Job", "JobContext", "JobRunner", "EXIT_REQUEUE", "EXIT_WATCHDOG",
 ]

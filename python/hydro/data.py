@@ -5,6 +5,7 @@ exactly: torch.randperm(n) with the seed seed + epoch, then padding or drop_last
 num_replicas-th index from `rank`.
 """
 import collections
+import os
 import random
 import sys
 
@@ -100,6 +101,25 @@ class InterruptibleSampler(InterruptibleDistributedSampler):
 
     def __init__(self, dataset, shuffle=True, seed=0):
         super().__init__(dataset, num_replicas=1, rank=0, shuffle=shuffle, seed=seed)
+
+
+class ShardedDataset(tud.Dataset):
+    """A folder of sample files, one sample a file, of which each rank reads only its own shard: the
+    C++ ShardedFileDataset's rule (hydro/shard_split.h): sorted names, a contiguous block of equal
+    size per rank, samples_pct_per_replica of it; hidden files and subfolders are ignored. A file
+    holds what torch.save wrote: a tensor, or (data, target). Files are read at __getitem__.
+    Pair it with hydro.InterruptibleSampler (indices into this rank's shard). Errors name the folder."""
+
+    def __init__(self, folder, num_replicas=None, rank=None, samples_pct_per_replica=100):
+        num_replicas, rank = _world(num_replicas, rank)
+        self.files = _C.sharded_files(os.fspath(folder), num_replicas, rank, float(samples_pct_per_replica))
+
+    def __len__(self):
+        return len(self.files)
+
+    def __getitem__(self, index):
+        sample = torch.load(self.files[index])
+        return tuple(sample) if isinstance(sample, (list, tuple)) else sample
 
 
 def _mix(*values):

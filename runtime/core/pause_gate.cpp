@@ -127,9 +127,13 @@ void PauseGate::wait_while_paused() noexcept {
   waiting_.fetch_sub(1, std::memory_order_acq_rel);
 }
 
-void PauseGate::forget() noexcept {
+void PauseGate::clear_requests() noexcept {
   exit_.store(false);
   checkpoint_.store(false);
+}
+
+void PauseGate::forget() noexcept {
+  clear_requests();
   word_.store(0, std::memory_order_release);
   waiting_.store(0, std::memory_order_release);
 }

@@ -227,6 +227,7 @@ bool start_pause_only() {
 Runtime::Runtime() : Runtime(settings_from_env()) {}
 
 Runtime::Runtime(Settings settings) : settings_(std::move(settings)) {
+  PauseGate::instance().clear_requests();
   // --hydro-pause=off: no pause handlers, but SIGTERM still checkpoints.
   start_signals(settings_, settings_.pause ? settings_.signals
                                            : settings_.signals.only({Action::checkpoint_exit, Action::checkpoint}));

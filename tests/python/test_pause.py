@@ -31,6 +31,24 @@ def resume():
     wait_for(lambda: not _C.pause_state()["pending"])
 
 
+def pause_inside(target, inside, go, after):
+    """Runs target on a thread; once it is `inside`, pauses, lets it `go` on to its next operator,
+    and sees it held there (nothing appended to `after`) until the resume."""
+    with hydro.Runtime():
+        t = threading.Thread(target=target)
+        t.start()
+        inside.wait()
+        pause()
+        go.set()
+        wait_for(lambda: _C.pause_state()["threads_waiting"] == 1)
+        time.sleep(0.2)
+        # No torch operator here: the pause holds every thread, this one too.
+        assert after == [] and t.is_alive()
+        resume()
+        t.join(60)
+        assert after == [True]
+
+
 def test_pause_takes_hold_inside_backward(env, capfd):
     inside, go, after = threading.Event(), threading.Event(), []
 
@@ -47,19 +65,9 @@ def test_pause_takes_hold_inside_backward(env, capfd):
             after.append(True)
             return out
 
-    with hydro.Runtime():
-        x = torch.ones(3, requires_grad=True)
-        t = threading.Thread(target=lambda: Probe.apply(x).sum().backward())
-        t.start()
-        inside.wait()
-        pause()
-        go.set()
-        wait_for(lambda: _C.pause_state()["threads_waiting"] == 1)
-        time.sleep(0.2)
-        assert after == [] and t.is_alive() and x.grad is None
-        resume()
-        t.join(60)
-        assert after == [True] and torch.equal(x.grad, torch.full((3,), 2.0))
+    x = torch.ones(3, requires_grad=True)
+    pause_inside(lambda: Probe.apply(x).sum().backward(), inside, go, after)
+    assert torch.equal(x.grad, torch.full((3,), 2.0))
     assert "paused at operator aten::mul" in capfd.readouterr().err
 
 
@@ -77,19 +85,8 @@ def test_pause_takes_hold_inside_optimizer_step(env, capfd):
     w = torch.nn.Parameter(torch.ones(4))
     opt = ProbeSGD([w], lr=0.5)
     w.sum().backward()
-    with hydro.Runtime():
-        t = threading.Thread(target=opt.step)
-        t.start()
-        inside.wait()
-        pause()
-        go.set()
-        wait_for(lambda: _C.pause_state()["threads_waiting"] == 1)
-        time.sleep(0.2)
-        # No torch operator here: the pause holds every thread, this one too.
-        assert after == [] and t.is_alive()
-        resume()
-        t.join(60)
-        assert after == [True] and torch.equal(w.detach(), torch.full((4,), 0.5))
+    pause_inside(opt.step, inside, go, after)
+    assert torch.equal(w.detach(), torch.full((4,), 0.5))
     assert "paused at operator" in capfd.readouterr().err
 
 

@@ -37,6 +37,8 @@ class PauseGate {
   int64_t last_block_ns() const noexcept { return blocked_ns_.load(std::memory_order_acquire); }
   int64_t last_release_ns() const noexcept { return released_ns_.load(std::memory_order_acquire); }
 
+  // No checkpoint or exit asked for: a new Runtime does not inherit an earlier one's requests.
+  void clear_requests() noexcept;
   // Nothing pending, nobody waiting: the state of a child forked while the parent was paused.
   void forget() noexcept;
   void reset_for_test() noexcept;
