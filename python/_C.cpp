@@ -100,7 +100,7 @@ std::function<void(const std::string&)> path_reader(py::function read) {
   };
 }
 
-// Async checkpoints of Python objects. On the training thread, hydro/runtime.py copies the state's
+// Async checkpoints of Python objects. On the training thread, hydro/snapshot.py copies the state's
 // tensors into reused CPU buffers and pickles the structure exactly as torch.save does, keeping each
 // record of the zip file torch.save would write: ("data.pkl", bytes) or ("data/N", address, size) of
 // a copied storage. Here, on the background thread and without the GIL, the records become that

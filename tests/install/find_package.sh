@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# cmake --install lays out bin/, lib/slurm/, include/hydro/, lib/cmake/hydro/ and etc/hydro/, and a
-# user's project builds against it with find_package(hydro) and runs.
+# cmake --install lays out bin/, lib/slurm/, include/hydro/, lib/cmake/hydro/, etc/hydro/ and the
+# Python package; a user's project builds against it with find_package(hydro) and runs, and
+# /usr/bin/python3 imports the installed hydro and checkpoints.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
 build=${HYDRO_BUILD_DIR:?}
@@ -19,4 +20,14 @@ cmake -S "$src/tests/install/consumer" -B "$work/consumer" -DCMAKE_PREFIX_PATH="
 cmake --build "$work/consumer" >/dev/null
 out=$(HYDRO_CKPT_DIR=$work/ck "$work/consumer/consumer" 2>/dev/null)
 grep -qx 'consumer: trained to step 3' <<<"$out" || { echo "FAIL: the consumer did not train"; exit 1; }
-echo "PASS install layout and find_package(hydro)"
+# The Python package and its zero-lines pause hook, in the interpreter's site directory under the prefix.
+pth=$(find "$work/prefix" -name hydro-autopause.pth)
+[ -n "$pth" ] && [ -f "$(dirname "$pth")/hydro/__init__.py" ] || { echo "FAIL: the Python package is not installed"; exit 1; }
+out=$(cd / && env -u PYTHONPATH HYDRO_CKPT_DIR="$work/pyck" /usr/bin/python3 -c "
+import sys; sys.path.insert(0, '$(dirname "$pth")')
+import hydro
+assert hydro.__file__.startswith('$work/prefix'), hydro.__file__
+import torch
+rt = hydro.Runtime(); rt.track('m', torch.nn.Linear(2, 2)); print(rt.save(1))" 2>/dev/null)
+[ "$out" = "$work/pyck/step-000000000001" ] || { echo "FAIL: the installed Python package did not checkpoint ($out)"; exit 1; }
+echo "PASS install layout, find_package(hydro) and the Python package"
