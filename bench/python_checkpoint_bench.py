@@ -3,7 +3,7 @@
 each variant after sync(); medians of per-round ratios.
 
 State: a model of large parameters plus AdamW's state after one step (exp_avg, exp_avg_sq), at 10,
-100 and 1000 MB in all.
+100 and 1000 MB in all. One Runtime per phase (sync, then async), as a job has one.
   durable save: hydro's rt.save() (the checkpoint-directory protocol: every file fsynced, manifest,
     rename, `latest`) against torch.save of the same two state_dicts + fsync of each file and of the
     directory (the least any durable save does);
@@ -74,34 +74,54 @@ def runtime(model, opt, root, mode):
     return rt
 
 
+def interleaved(variants, rounds):
+    """Each round runs every variant once, in random order; returns each one's times."""
+    t = {k: [] for k in variants}
+    for _ in range(rounds):
+        order = list(variants)
+        random.shuffle(order)
+        for v in order:
+            t[v].append(timed(variants[v]))
+    return t
+
+
 def bench(mb, rounds, top):
     model, opt = state(mb)
     tensors = list(model.state_dict().values()) + [
         t for s in opt.state_dict()["state"].values() for t in s.values() if torch.is_tensor(t)]
     buffers = [torch.empty_like(t) for t in tensors]
-    memcpy(tensors, buffers)  # touch them once: reused as hydro's are
-    t = {k: [] for k in ("hydro", "torch", "async", "memcpy")}
-    step = 0
-    for r in range(rounds):
-        order = list(t)
-        random.shuffle(order)
-        for v in order:
-            step += 1
-            if v == "hydro":
-                with runtime(model, opt, os.path.join(top, "hydro"), "sync_any") as rt:
-                    t[v].append(timed(lambda: rt.save(step)))
-                    rt.wait_idle()
-            elif v == "async":
-                with runtime(model, opt, os.path.join(top, "async"), "async") as rt:
-                    t[v].append(timed(lambda: rt.save(step)))
-                    rt.wait_idle()
-            elif v == "torch":
-                d = os.path.join(top, "torch")
-                shutil.rmtree(d, ignore_errors=True)
-                t[v].append(timed(lambda: torch_save_fsync(model, opt, d)))
-            else:
-                t[v].append(timed(lambda: memcpy(tensors, buffers)))
-    ratio = lambda a, b: statistics.median(x / y for x, y in zip(t[a], t[b]))
+    memcpy(tensors, buffers)  # touched once: reused, as hydro's are
+    step = [0]
+
+    def save(rt):
+        step[0] += 1
+        rt.save(step[0])
+
+    # One Runtime per phase, as a job has one: its copy buffers are allocated at the first save (an
+    # untimed warm-up here) and reused after. Each async save's background write is waited for
+    # before the next variant runs, outside the time.
+    with runtime(model, opt, os.path.join(top, "hydro"), "sync_any") as rt:
+        save(rt)
+        rt.wait_idle()
+        t = interleaved({"hydro": lambda: save(rt),
+                         "torch": lambda: torch_save_fsync(model, opt, os.path.join(top, "torch"))}, rounds)
+        rt.wait_idle()
+    with runtime(model, opt, os.path.join(top, "async"), "async") as rt:
+        save(rt)
+        rt.wait_idle()
+
+        def stall():
+            took = timed(lambda: save(rt))
+            rt.wait_idle()
+            return took
+
+        a = {"async": [], "memcpy": []}
+        for _ in range(rounds):
+            for v in random.sample(list(a), 2):
+                a[v].append(stall() if v == "async" else timed(lambda: memcpy(tensors, buffers)))
+        rt.wait_idle()
+    t.update(a)
+    ratio = lambda x, y: statistics.median(p / q for p, q in zip(t[x], t[y]))
     med = {k: statistics.median(v) for k, v in t.items()}
     print(f"{mb:5d} MB: hydro save {med['hydro']:.3f} s, torch.save+fsync {med['torch']:.3f} s, "
           f"hydro/torch {ratio('hydro', 'torch'):.2f}x | async stall {med['async'] * 1000:.1f} ms, "
