@@ -116,9 +116,11 @@ StreamWriter zip_writer(std::vector<ZipRecord> records, std::shared_ptr<py::obje
   return [records = std::move(records), keep](const ByteSink& sink) -> Status {
     Status st;
     try {
+      // Always "written": a short count makes libtorch throw, and its destructor then throws
+      // again while unwinding (std::terminate). The first failure is kept, later bytes dropped.
       caffe2::serialize::PyTorchStreamWriter zip([&](const void* d, size_t n) -> size_t {
         if (st.ok()) st = sink(d, n);
-        return st.ok() ? n : 0;
+        return n;
       });
       for (const auto& r : records)
         zip.writeRecord(r.name, r.data ? r.data : r.bytes.data(), r.data ? r.size : r.bytes.size());

@@ -95,7 +95,8 @@ void bind_job(py::module_& m) {
       .def("stop_when", [](Job& j, py::function f) -> Job& { return j.stop_when(callback<bool, const JobContext&>(f)); },
            py::arg("predicate"), py::return_value_policy::reference_internal);
   py::class_<JobRunner>(m, "JobRunner")
-      .def(py::init<Runtime&>(), py::arg("runtime"), py::keep_alive<1, 2>())
+      // The Runtime keeps its runner alive: it saves the runner's record (hydro_job.pt) by reference.
+      .def(py::init<Runtime&>(), py::arg("runtime"), py::keep_alive<2, 1>())
       .def("reduce_metrics_with", [](JobRunner& r, py::function gather) { r.reduce_metrics_with(reducer(gather)); },
            py::arg("gather"))
       .def("run", &JobRunner::run, py::arg("job"), py::call_guard<py::gil_scoped_release>())

@@ -42,7 +42,7 @@ class InterruptibleDistributedSampler(tud.Sampler):
         num_replicas, rank = _world(num_replicas, rank)
         self.dataset = dataset
         self.num_replicas, self.rank = num_replicas, rank
-        self.shuffle, self.seed, self.drop_last = bool(shuffle), int(seed), bool(drop_last)
+        self.shuffle, self.seed, self.drop_last = bool(shuffle), int(seed) & 0xFFFFFFFFFFFFFFFF, bool(drop_last)
         self._order = _C.SamplerOrder(len(dataset), num_replicas, rank, self.seed, self.shuffle, self.drop_last)
         self._read_ahead = 1  # counting what is handed out: one at a time, so handed out == taken
 
@@ -159,7 +159,8 @@ class _SeededDataset(tud.Dataset):
         return len(self.dataset)
 
     def __getattr__(self, name):
-        if name == "dataset":
+        # Not the dunders: torch's fetcher would call a dataset's own __getitems__ with our keys.
+        if name == "dataset" or name.startswith("__"):
             raise AttributeError(name)
         return getattr(self.dataset, name)
 
@@ -248,6 +249,8 @@ class DataLoader(tud.DataLoader):
             raise ValueError("hydro.DataLoader: shuffle is the sampler's (sampler= and shuffle= are exclusive)")
         if batch_size is None:
             raise ValueError("hydro.DataLoader needs a batch_size")
+        if kwargs.get("in_order", True) is False:
+            raise ValueError("hydro.DataLoader counts the batches the loop takes in order: in_order=False is not kept")
         sampler._manual_advance()
         self._seed = int(torch.initial_seed() if seed is None else seed)
         batches = _Batches(sampler, batch_size, drop_last, self._seed)

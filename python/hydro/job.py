@@ -48,6 +48,8 @@ class JobRunner:
 
     def run(self, job):
         """Runs `job` to its end: 0 once `exit` ran, hydro.EXIT_REQUEUE after a SIGTERM checkpoint."""
+        if self._runtime._c is None:
+            raise RuntimeError("hydro: JobRunner.run(): its Runtime is closed")
         return self._c.run(job)
 
     @property

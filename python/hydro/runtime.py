@@ -1,6 +1,8 @@
 """hydro.Runtime: the C++ Runtime, tracking Python objects through their state_dict()."""
+import atexit
 import random
 import sys
+import weakref
 
 import torch
 
@@ -35,6 +37,17 @@ def _workers_leave_sigterm_to_the_training_process():
     signal_handling._set_worker_signal_handlers = set_worker_signal_handlers
 
 
+# Runtimes still open at exit are closed before the interpreter finalizes: a background write
+# still running then would need the GIL to let go of its copies.
+_live = weakref.WeakSet()
+
+
+@atexit.register
+def _close_live_runtimes():
+    for rt in list(_live):
+        rt.close()
+
+
 class _PythonRNG:
     """The random generators torch's does not cover: Python's `random` and numpy's global one."""
 
@@ -65,6 +78,7 @@ class Runtime:
 
     def __init__(self):
         self._c = _C.Runtime()
+        _live.add(self)
         _workers_leave_sigterm_to_the_training_process()
         self._names = []
         self.track(self.PYTHON_RNG, _PythonRNG())

@@ -8,6 +8,7 @@ through libtorch's zip writer: the file is what torch.save would have written, a
 torch.load reads it. Anything that path cannot take (a torch without `_save`, a tensor the copy
 cannot hold) is serialized into memory by torch.save on the training thread instead."""
 import collections
+import ctypes
 import inspect
 import io
 import pickle
@@ -23,20 +24,26 @@ if _SAVE is not None and "_disable_byteorder_record" in inspect.signature(_SAVE)
 
 
 class _Records:
-    """Stands in for torch's PyTorchFileWriter inside `_save`: keeps each record to write later."""
+    """Stands in for torch's PyTorchFileWriter inside `_save`: keeps each record to write later. A
+    storage is kept by address only when it is one of the snapshot's own copies (`owned`: their
+    addresses), which nothing changes or frees until the write is done; any other storage (a tensor
+    the copy did not reach, inside an object of the user's) is copied now."""
 
-    def __init__(self):
-        self.records = []
+    def __init__(self, owned):
+        self.records, self.owned = [], owned
 
     def write_record(self, name, data, size):
+        if hasattr(data, "data_ptr"):  # a storage (torch 2.x)
+            data = data.data_ptr()
         if isinstance(data, int):  # a storage's address (torch 1.x)
-            self.records.append((name, data, size))
+            if data in self.owned:
+                self.records.append((name, data, size))
+            else:
+                self.records.append((name, ctypes.string_at(data, size)))
         elif isinstance(data, (bytes, bytearray)):
             self.records.append((name, bytes(data)))
         elif isinstance(data, str):
             self.records.append((name, data.encode()))
-        elif hasattr(data, "data_ptr"):  # a storage (torch 2.x)
-            self.records.append((name, data.data_ptr(), size))
         else:
             raise TypeError(f"hydro: unexpected record {name!r} of type {type(data).__name__}")
 
@@ -82,7 +89,7 @@ class Snapshot:
                 raise TypeError("this torch has no torch.serialization._save")
             with torch.no_grad():
                 copies = self._tree(state, "", {})
-            zf = _Records()
+            zf = _Records({t.data_ptr() for t in self._slots.values()})
             _SAVE(copies, zf, pickle, torch.serialization.DEFAULT_PROTOCOL, **_SAVE_KW)
             return ("zip", zf.records, copies)
         except (TypeError, RuntimeError, AttributeError) as e:

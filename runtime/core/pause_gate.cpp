@@ -158,11 +158,15 @@ Status SignalBridge::start(const SignalMap& map, Listener listener) {
     sa.sa_sigaction = handler;
     sa.sa_flags = SA_SIGINFO | SA_RESTART;
     sigemptyset(&sa.sa_mask);
-    if (::sigaction(signo, &sa, &g_previous[signo]) != 0) {
+    struct sigaction previous {};
+    if (::sigaction(signo, &sa, &previous) != 0) {
       Status s = Status::from_errno(errno, "sigaction " + signal_name(signo));
       g_action[signo].store(0);
       return s;
     }
+    // Ours already (inherited by a forked child that now starts its own): chain to what came
+    // before it, never to ourselves.
+    if (!((previous.sa_flags & SA_SIGINFO) && previous.sa_sigaction == handler)) g_previous[signo] = previous;
   }
   g_watcher = new std::thread(watch, std::move(listener));
   return Status::OK();

@@ -40,6 +40,8 @@ std::atomic<bool> g_suspend_checkpoint{false};
 
 // Whether this libtorch has CUDA and sees a device; decided once, when the Runtime starts.
 std::atomic<bool> g_cuda{false};
+// Pause without a Runtime: whether CUDA is there is asked at the first pause, not at start.
+std::atomic<bool> g_cuda_unknown{false};
 // HYDRO_CUDA_RELEASE=on with a CUDA libtorch: cached device memory is released while paused.
 std::atomic<bool> g_cuda_release{false};
 
@@ -95,6 +97,7 @@ void on_signal(int signo, Action action) {
         log("pause requested by " + sig + "; the step ends and a checkpoint commits first (they fit in the 2 s "
             "before SIGSTOP)");
       } else {
+        if (g_cuda_unknown.exchange(false)) g_cuda = torch::cuda::is_available();
         arm_operator_pause(true);
         log("pause requested by " + sig);
       }
@@ -194,10 +197,11 @@ Settings settings_from_env() {
 }
 
 // The operator callback's settings, and the signal handlers (replacing start_pause_only()'s).
-void start_signals(const Settings& settings, const SignalMap& signals) {
-  g_cuda = settings.pause && torch::cuda::is_available();
+void start_signals(const Settings& settings, const SignalMap& signals, bool probe_cuda_now = true) {
+  g_cuda_unknown = settings.pause && !probe_cuda_now;
+  g_cuda = settings.pause && probe_cuda_now && torch::cuda::is_available();
   g_cuda_release = g_cuda && settings.cuda_release && cuda_cache_release_compiled();
-  if (settings.cuda_release && !g_cuda_release)
+  if (settings.cuda_release && !g_cuda_release && probe_cuda_now)
     log(std::string("warning: HYDRO_CUDA_RELEASE=on has no effect: ") +
         (!cuda_cache_release_compiled() ? "hydro was built against a libtorch without CUDA"
          : !settings.pause          ? "pausing is off"
@@ -218,7 +222,9 @@ void start_signals(const Settings& settings, const SignalMap& signals) {
 bool start_pause_only() {
   Settings s = settings_from_env();
   if (!s.pause) return false;
-  start_signals(s, s.signals.only({Action::pause, Action::resume}));
+  // Runs inside `import torch`: asking now whether CUDA is there would initialize it in every
+  // program, and break those that fork CUDA workers later. The first pause asks instead.
+  start_signals(s, s.signals.only({Action::pause, Action::resume}), /*probe_cuda_now=*/false);
   std::lock_guard<std::mutex> lock(g_callback_mutex);
   g_pause_only = true;
   return true;
@@ -233,12 +239,20 @@ Runtime::Runtime(Settings settings) : settings_(std::move(settings)) {
                                            : settings_.signals.only({Action::checkpoint_exit, Action::checkpoint}));
   set_direct_io(settings_.direct_io);
   tell_launcher_ready();  // hydro-launch may now ask for a checkpoint-and-exit
-  if (settings_.world_size > 1 && settings_.mode != CheckpointMode::async && !settings_.checkpoint_dir.empty()) {
-    store_ = connect_tcp_store(settings_);
-    group_ = std::make_unique<CheckpointGroup>(*store_, settings_.rank, settings_.world_size, host_name(),
-                                               std::chrono::seconds(settings_.store_timeout_s));
+  try {
+    if (settings_.world_size > 1 && settings_.mode != CheckpointMode::async && !settings_.checkpoint_dir.empty()) {
+      store_ = connect_tcp_store(settings_);
+      group_ = std::make_unique<CheckpointGroup>(*store_, settings_.rank, settings_.world_size, host_name(),
+                                                 std::chrono::seconds(settings_.store_timeout_s));
+    }
+    if (settings_.mode == CheckpointMode::async) pool_ = std::make_unique<TensorPool>();
+  } catch (...) {
+    // No destructor runs for a constructor that throws: leave no handlers behind (SIGTERM would
+    // otherwise only set a flag, and no later Runtime could start).
+    SignalBridge::stop();
+    arm_operator_pause(false);
+    throw;
   }
-  if (settings_.mode == CheckpointMode::async) pool_ = std::make_unique<TensorPool>();
 }
 
 void Runtime::wait_idle() {

@@ -56,9 +56,11 @@ bool valid_tracked_name(const std::string& name) {
 Status stream_archive(torch::serialize::OutputArchive& archive, const std::string& name, const ByteSink& append) {
   Status err;
   try {
+    // Always "written": a short count makes libtorch's zip writer throw, and its destructor may
+    // throw again while unwinding. The first failure is kept and later bytes are dropped.
     archive.save_to([&](const void* data, size_t n) -> size_t {
       if (err.ok()) err = append(data, n);
-      return err.ok() ? n : 0;
+      return n;
     });
   } catch (const c10::Error& e) {
     if (!err.ok()) return err;  // our write failed first: report that, it names the file

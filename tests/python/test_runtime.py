@@ -3,6 +3,8 @@ import io
 import json
 import os
 import random
+import signal
+import subprocess
 
 import numpy as np
 import pytest
@@ -192,3 +194,40 @@ def test_async_checkpoints_hold_the_state_at_save_and_are_what_torch_save_writes
         assert rt.resume() == 5
     for a, b in zip(m.state_dict().values(), m2.state_dict().values()):
         assert torch.equal(a, b)
+
+
+def test_a_full_disk_under_an_async_write_is_an_error_not_a_crash(env, tmp_path):
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], check=True)  # root, as CI
+    try:
+        env.setenv("HYDRO_CKPT_DIR", str(mnt))
+        env.setenv("HYDRO_CKPT_MODE", "async")
+        big = torch.nn.Linear(1024, 1024)  # 4 MiB
+        with hydro.Runtime() as rt:
+            rt.track("model", big)
+            rt.save(1)
+            with pytest.raises(RuntimeError, match="No space left on device"):
+                rt.wait_idle()
+        assert not os.path.exists(mnt / "latest")
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)
+
+
+def test_a_forked_child_ignores_the_parents_signals_and_can_start_its_own_runtime(env):
+    with hydro.Runtime():
+        pid = os.fork()
+        if pid == 0:  # the child: the parent's handlers ignore signals here; its own Runtime works
+            code = 1
+            try:
+                os.kill(os.getpid(), signal.SIGUSR1)  # inherited handler: ignored, nothing pending
+                if not hydro._C.pause_state()["pending"]:
+                    with hydro.Runtime():
+                        os.kill(os.getpid(), signal.SIGUSR1)
+                        pending = hydro._C.pause_state()["pending"]
+                        os.kill(os.getpid(), signal.SIGUSR2)
+                    code = 0 if pending else 2
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
