@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -247,11 +248,15 @@ void bind_sampler(py::module_& m) {
 // down) it ends the worker, as torch's own handler does; from anyone else (Slurm signals every
 // process of the step) it is left to the training process, which checkpoints and then ends its
 // workers. torch's handler would let the worker die of it, and the loader would then fail the step.
+std::atomic<pid_t> g_training_pid{0};  // 0: the worker's parent (fork); else as given (spawn, forkserver)
+
 void worker_sigterm(int, siginfo_t* info, void*) {
-  if (info->si_pid == ::getppid()) ::_exit(0);
+  const pid_t training = g_training_pid.load(std::memory_order_relaxed);
+  if (info->si_pid == (training ? training : ::getppid())) ::_exit(0);
 }
 
-void leave_sigterm_to_parent() {
+void leave_sigterm_to_parent(pid_t training_pid) {
+  g_training_pid.store(training_pid);
   struct sigaction sa {};
   sa.sa_sigaction = worker_sigterm;
   sa.sa_flags = SA_SIGINFO | SA_RESTART;
@@ -279,7 +284,7 @@ void bind_watchdog(py::module_& m) {
 }
 
 void bind_functions(py::module_& m) {
-  m.def("leave_sigterm_to_parent", &leave_sigterm_to_parent);
+  m.def("leave_sigterm_to_parent", &leave_sigterm_to_parent, py::arg("training_pid") = 0);
   m.attr("EXIT_REQUEUE") = kExitRequeue;
   m.attr("EXIT_WATCHDOG") = kExitWatchdog;
   m.def("atomic_write", [](const std::string& path, py::function fill) {

@@ -165,6 +165,20 @@ class _SeededDataset(tud.Dataset):
         return getattr(self.dataset, name)
 
 
+class _WorkerInit:
+    """In each worker, whatever its start method (fork, spawn, forkserver): a SIGTERM that does not
+    come from the training process is left to it (Slurm signals every process of the step; the
+    training process checkpoints, then ends its workers). Then the user's worker_init_fn."""
+
+    def __init__(self, training_pid, user):
+        self.training_pid, self.user = training_pid, user
+
+    def __call__(self, worker_id):
+        _C.leave_sigterm_to_parent(self.training_pid)
+        if self.user is not None:
+            self.user(worker_id)
+
+
 class _Batches(tud.Sampler):
     """Batches of (index, seed) from a hydro sampler, remembering the size of each batch handed out
     until the loop takes it."""
@@ -258,6 +272,7 @@ class DataLoader(tud.DataLoader):
         # training's generator (saved in checkpoints) is not advanced by creating an iterator.
         if generator is None:
             generator = torch.Generator()
+        kwargs["worker_init_fn"] = _WorkerInit(os.getpid(), kwargs.get("worker_init_fn"))
         super().__init__(_SeededDataset(dataset), batch_sampler=batches, generator=generator, **kwargs)
         self._hydro_sampler, self._hydro_batches = sampler, batches
 

@@ -1,5 +1,6 @@
 # hydro.DataLoader: the exact next batch after a resume, with workers that prefetch and augment.
 import random
+import subprocess
 
 import numpy as np
 import pytest
@@ -98,3 +99,16 @@ def test_bad_arguments_are_named():
 
     with pytest.raises(TypeError, match="map-style datasets only"):
         hydro.DataLoader(Stream())
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_workers_leave_a_stray_sigterm_to_the_training_process(context):
+    """Slurm signals every process of the step: a worker of any start method survives a SIGTERM
+    that its training process did not send, and the epoch completes."""
+    dl = hydro.DataLoader(Augmenting(), batch_size=4, num_workers=2, multiprocessing_context=context)
+    it = iter(dl)
+    got = [next(it), next(it)]  # batches go round-robin: both workers are up
+    for w in it._inner._workers:
+        subprocess.run(["kill", "-TERM", str(w.pid)], check=True)  # from another process, as slurmstepd
+    got += list(it)
+    assert len(got) == 10
