@@ -22,6 +22,7 @@
 #include "hydro/pause_gate.h"
 #include "hydro/runtime.h"
 #include "hydro/sampler.h"
+#include "hydro/sampler_order.h"
 #include "hydro/sharded_dataset.h"
 #include "hydro/watchdog_client.h"
 
@@ -242,6 +243,7 @@ void bind_sampler(py::module_& m) {
       .def("epoch_indices", &S::epoch_indices)
       .def("position", [](const S& s) { return position_dict(s.position()); })
       .def("restore", [](S& s, const py::dict& d) { s.restore(position_of(d)); }, py::arg("state"));
+  m.def("sampler_num_samples", &sampler_num_samples, py::arg("n"), py::arg("world"), py::arg("drop_last"));
 }
 
 // SIGTERM in a DataLoader worker of a hydro job: from the parent (the loader shutting its worker

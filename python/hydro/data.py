@@ -58,8 +58,7 @@ class InterruptibleDistributedSampler(tud.Sampler):
             yield from batch
 
     def __len__(self):
-        n, w = len(self.dataset), self.num_replicas
-        return n // w if self.drop_last else -(-n // w)
+        return _C.sampler_num_samples(len(self.dataset), self.num_replicas, self.drop_last)
 
     @property
     def epoch(self):

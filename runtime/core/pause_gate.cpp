@@ -139,8 +139,7 @@ void PauseGate::forget() noexcept {
 }
 
 void PauseGate::reset_for_test() noexcept {
-  exit_.store(false);
-  checkpoint_.store(false);
+  clear_requests();
   request_resume();
 }
 

@@ -1,26 +1,19 @@
-// The one translation unit that meets libtorch: the operator callback, and saving and loading
-// the tracked state through the core's checkpoint protocol.
+// Saving and loading the tracked state through the core's checkpoint protocol, and the decisions
+// at each step's end (the operator callback and the signals: operator_pause.cpp).
 #include "hydro/runtime.h"
 
-#include <ATen/record_function.h>
 #include <signal.h>
-#include <sys/syscall.h>
-#include <torch/cuda.h>
 #include <unistd.h>
 
-#include <atomic>
-#include <map>
-#include <climits>
-#include <mutex>
-#include <set>
 #include <optional>
+#include <set>
 #include <stdexcept>
 
 #include "c10d_store.h"
-#include "cuda_memory.h"
 #include "hydro/atomic_file.h"
 #include "hydro/checkpoint_dir.h"
 #include "hydro/checkpoint_group.h"
+#include "operator_pause.h"
 #include "snapshot.h"
 #include "tracked.h"
 #include "hydro/launch_ready.h"
@@ -31,90 +24,6 @@ namespace hydro {
 namespace {
 
 [[noreturn]] void fail(const Status& s) { throw std::runtime_error("hydro: " + s.to_string()); }
-
-long thread_id() { return ::syscall(SYS_gettid); }
-
-// HYDRO_SUSPEND_CHECKPOINT: SIGTSTP lets the step end and checkpoints before pausing (set by
-// the Runtime from the last step's and the last checkpoint's durations).
-std::atomic<bool> g_suspend_checkpoint{false};
-
-// Whether this libtorch has CUDA and sees a device; decided once, when the Runtime starts.
-std::atomic<bool> g_cuda{false};
-// Pause without a Runtime: whether CUDA is there is asked at the first pause, not at start.
-std::atomic<bool> g_cuda_unknown{false};
-// HYDRO_CUDA_RELEASE=on with a CUDA libtorch: cached device memory is released while paused.
-std::atomic<bool> g_cuda_release{false};
-
-// Before a paused thread blocks, wait for the kernels it queued: then nothing is in flight on the
-// device when SIGSTOP or the cgroup freeze lands. Uses libtorch's own CUDA: every stream of the
-// thread's current device. Then, if asked, unused cached blocks go back to the driver, so that a
-// suspended job holds only the memory its live tensors need. With a CPU-only libtorch, as
-// Debian's, this is never called.
-std::string drain_device() {
-  torch::cuda::synchronize();
-  if (!g_cuda_release) return ", CUDA device drained";
-  release_cuda_cache();
-  return ", CUDA device drained, cached memory released";
-}
-
-// The operator callback: registered by the watcher thread only while a pause is pending, and
-// removed on resume, so that running training pays nothing for it (libtorch 1.13 still charges a
-// little per operator for a registered but disabled callback). While registered, the next
-// operator on every thread blocks here until resumed. Removing it while threads wait inside it is
-// safe: RecordFunction keeps its own copy of the callback (a plain function pointer).
-std::unique_ptr<at::ObserverContext> on_operator(const at::RecordFunction& fn) {
-  PauseGate& gate = PauseGate::instance();
-  if (gate.pause_pending()) {
-    std::string drained = g_cuda ? drain_device() : "";
-    log(std::string("paused at operator ") + fn.name() + " (thread " + std::to_string(thread_id()) + ")" + drained);
-    gate.wait_while_paused();
-    log(std::string("resumed at operator ") + fn.name() + " (thread " + std::to_string(thread_id()) + ")");
-  }
-  return nullptr;
-}
-
-std::mutex g_callback_mutex;
-std::optional<at::CallbackHandle> g_callback;  // registered while a pause is pending
-std::atomic<bool> g_armed{false};
-bool g_pause_enabled = false;  // HYDRO_PAUSE; guarded by g_callback_mutex
-
-void arm_operator_pause(bool on) {
-  std::lock_guard<std::mutex> lock(g_callback_mutex);
-  if (on && g_pause_enabled && !g_callback) {
-    g_callback = at::addGlobalCallback(at::RecordFunctionCallback(on_operator).needsInputs(false));
-  } else if (!on && g_callback) {
-    at::removeCallback(*g_callback);
-    g_callback.reset();
-  }
-  g_armed = g_callback.has_value();
-}
-
-void on_signal(int signo, Action action) {
-  const std::string sig = signal_name(signo);
-  switch (action) {
-    case Action::pause:
-      if (signo == SIGTSTP && g_suspend_checkpoint) {
-        log("pause requested by " + sig + "; the step ends and a checkpoint commits first (they fit in the 2 s "
-            "before SIGSTOP)");
-      } else {
-        if (g_cuda_unknown.exchange(false)) g_cuda = torch::cuda::is_available();
-        arm_operator_pause(true);
-        log("pause requested by " + sig);
-      }
-      break;
-    case Action::resume:
-      arm_operator_pause(false);
-      log("resume requested by " + sig);
-      break;
-    case Action::checkpoint_exit:
-      arm_operator_pause(false);
-      log("checkpoint-and-exit requested by " + sig + "; the current step will finish first");
-      break;
-    case Action::checkpoint:
-      log("checkpoint requested by " + sig + "; at the end of the current step");
-      break;
-  }
-}
 
 // Test hook: HYDRO_TEST_KILL_IN_SAVE=RANK:STEP makes that rank die (SIGKILL) after writing the
 // first file of its checkpoint of that step, so tests can kill a rank mid-save deterministically.
@@ -129,106 +38,7 @@ std::string host_name() {
   return buf;
 }
 
-// The random generators' states: the CPU's, and each CUDA device's when libtorch has CUDA (through
-// ATen's CUDA hooks, so no CUDA headers are needed here).
-int cuda_devices() { return torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0; }
-
-at::Generator cuda_generator(int i) {
-  return at::globalContext().defaultGenerator(c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(i)));
-}
-
-torch::Tensor state_of(at::Generator gen) {
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  return gen.get_state();
-}
-
-void restore(at::Generator gen, const torch::Tensor& state) {
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  gen.set_state(state);
-}
-
-void save_rng(torch::serialize::OutputArchive& a) {
-  a.write("cpu", state_of(at::detail::getDefaultCPUGenerator()));
-  const int n = cuda_devices();
-  a.write("cuda_devices", torch::tensor(static_cast<int64_t>(n)));
-  for (int i = 0; i < n; ++i) a.write("cuda" + std::to_string(i), state_of(cuda_generator(i)));
-}
-
-void load_rng(torch::serialize::InputArchive& a) {
-  torch::Tensor state;
-  a.read("cpu", state);
-  restore(at::detail::getDefaultCPUGenerator(), state);
-  torch::Tensor count;
-  if (!a.try_read("cuda_devices", count)) return;  // written before hydro saved CUDA state
-  const int saved = static_cast<int>(count.item<int64_t>()), here = cuda_devices();
-  if (saved > here)
-    log("warning: the checkpoint has the RNG state of " + std::to_string(saved) + " CUDA devices, this process sees " +
-        std::to_string(here) + ": only the first " + std::to_string(here) + " are restored");
-  for (int i = 0; i < std::min(saved, here); ++i) {
-    a.read("cuda" + std::to_string(i), state);
-    restore(cuda_generator(i), state);
-  }
-}
-
-// rng.pt: written after the tracked items and read after them.
-const TrackedItem& rng_item() {
-  static const TrackedItem item = archive_item("rng", save_rng, load_rng);
-  return item;
-}
-
 }  // namespace
-
-bool operator_pause_armed() { return g_armed.load(); }
-
-bool drains_cuda_on_pause() { return g_cuda.load(); }
-
-bool releases_cuda_cache_on_pause() { return g_cuda_release.load(); }
-
-namespace {
-
-// Set while start_pause_only()'s handlers are installed; a Runtime replaces them with its own.
-bool g_pause_only = false;  // guarded by g_callback_mutex
-
-Settings settings_from_env() {
-  Settings s;
-  Status st = Settings::from_env(&s);
-  if (!st.ok()) fail(st);
-  return s;
-}
-
-// The operator callback's settings, and the signal handlers (replacing start_pause_only()'s).
-void start_signals(const Settings& settings, const SignalMap& signals, bool probe_cuda_now = true) {
-  g_cuda_unknown = settings.pause && !probe_cuda_now;
-  g_cuda = settings.pause && probe_cuda_now && torch::cuda::is_available();
-  g_cuda_release = g_cuda && settings.cuda_release && cuda_cache_release_compiled();
-  if (settings.cuda_release && !g_cuda_release && probe_cuda_now)
-    log(std::string("warning: HYDRO_CUDA_RELEASE=on has no effect: ") +
-        (!cuda_cache_release_compiled() ? "hydro was built against a libtorch without CUDA"
-         : !settings.pause          ? "pausing is off"
-                                    : "no CUDA device is visible"));
-  bool replace = false;
-  {
-    std::lock_guard<std::mutex> lock(g_callback_mutex);
-    g_pause_enabled = settings.pause;
-    std::swap(replace, g_pause_only);
-  }
-  if (replace) SignalBridge::stop();  // not under the lock: its watcher may be waiting for it
-  Status st = SignalBridge::start(signals, on_signal);
-  if (!st.ok()) fail(st);
-}
-
-}  // namespace
-
-bool start_pause_only() {
-  Settings s = settings_from_env();
-  if (!s.pause) return false;
-  // Runs inside `import torch`: asking now whether CUDA is there would initialize it in every
-  // program, and break those that fork CUDA workers later. The first pause asks instead.
-  start_signals(s, s.signals.only({Action::pause, Action::resume}), /*probe_cuda_now=*/false);
-  std::lock_guard<std::mutex> lock(g_callback_mutex);
-  g_pause_only = true;
-  return true;
-}
 
 Runtime::Runtime() : Runtime(settings_from_env()) {}
 
@@ -249,8 +59,7 @@ Runtime::Runtime(Settings settings) : settings_(std::move(settings)) {
   } catch (...) {
     // No destructor runs for a constructor that throws: leave no handlers behind (SIGTERM would
     // otherwise only set a flag, and no later Runtime could start).
-    SignalBridge::stop();
-    arm_operator_pause(false);
+    stop_signals();
     throw;
   }
 }
@@ -277,8 +86,7 @@ Runtime::~Runtime() {
     Status st = group_->leave(std::chrono::seconds(60), &missing);
     if (!st.ok()) log("warning: closing the ranks' store: " + st.message());
   }
-  SignalBridge::stop();
-  arm_operator_pause(false);
+  stop_signals();
 }
 
 void Runtime::add(TrackedItem t) {
@@ -485,7 +293,7 @@ bool Runtime::suspend_checkpoint_fits() const {
 void Runtime::update_suspend_budget() {
   // One rank decides alone. A group decides at each step-end vote, every rank alike. Several ranks
   // whose state rank 0 writes alone never do it: rank 0 would wait in a collective for a paused peer.
-  if (settings_.world_size == 1) g_suspend_checkpoint = suspend_checkpoint_fits();
+  if (settings_.world_size == 1) set_suspend_checkpoint(suspend_checkpoint_fits());
 }
 
 bool Runtime::step_end(int64_t step) {
@@ -505,7 +313,7 @@ bool Runtime::step_end(int64_t step) {
   // One reading of the pause for both decisions below: a SIGTSTP landing between two readings
   // would pause a group's rank before the vote and lose the suspend checkpoint.
   const bool pending = gate.pause_pending();
-  const bool suspend_now = pending && gate.pause_signal() == SIGTSTP && g_suspend_checkpoint &&
+  const bool suspend_now = pending && gate.pause_signal() == SIGTSTP && suspend_checkpoint_enabled() &&
                            !operator_pause_armed() && !gate.exit_requested();
   auto pause_here = [&] {
     log("paused at the end of step " + std::to_string(step));
@@ -535,7 +343,7 @@ bool Runtime::step_end(int64_t step) {
     checkpoint = d.checkpoint;
     exit = d.exit;
     before_suspend = d.suspend_now;
-    g_suspend_checkpoint = d.suspend_checkpoint;
+    set_suspend_checkpoint(d.suspend_checkpoint);
   }
   if (exit) {
     if (settings_.checkpoint_dir.empty()) {

@@ -1,8 +1,14 @@
 #include "tracked.h"
 
+#include <torch/cuda.h>
+
+#include <algorithm>
 #include <cctype>
 #include <map>
+#include <mutex>
 #include <stdexcept>
+
+#include "hydro/log.h"
 
 namespace hydro {
 namespace {
@@ -143,6 +149,57 @@ TrackedItem stream_item(const std::string& name, StreamWriter write, std::functi
   };
   return t;
 }
+
+namespace {
+
+// The random generators' states: the CPU's, and each CUDA device's when libtorch has CUDA (through
+// ATen's CUDA hooks, so no CUDA headers are needed here).
+int cuda_devices() { return torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0; }
+
+at::Generator cuda_generator(int i) {
+  return at::globalContext().defaultGenerator(c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(i)));
+}
+
+torch::Tensor state_of(at::Generator gen) {
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get_state();
+}
+
+void restore(at::Generator gen, const torch::Tensor& state) {
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(state);
+}
+
+void save_rng(torch::serialize::OutputArchive& a) {
+  a.write("cpu", state_of(at::detail::getDefaultCPUGenerator()));
+  const int n = cuda_devices();
+  a.write("cuda_devices", torch::tensor(static_cast<int64_t>(n)));
+  for (int i = 0; i < n; ++i) a.write("cuda" + std::to_string(i), state_of(cuda_generator(i)));
+}
+
+void load_rng(torch::serialize::InputArchive& a) {
+  torch::Tensor state;
+  a.read("cpu", state);
+  restore(at::detail::getDefaultCPUGenerator(), state);
+  torch::Tensor count;
+  if (!a.try_read("cuda_devices", count)) return;  // written before hydro saved CUDA state
+  const int saved = static_cast<int>(count.item<int64_t>()), here = cuda_devices();
+  if (saved > here)
+    log("warning: the checkpoint has the RNG state of " + std::to_string(saved) + " CUDA devices, this process sees " +
+        std::to_string(here) + ": only the first " + std::to_string(here) + " are restored");
+  for (int i = 0; i < std::min(saved, here); ++i) {
+    a.read("cuda" + std::to_string(i), state);
+    restore(cuda_generator(i), state);
+  }
+}
+
+}  // namespace
+
+const TrackedItem& rng_item() {
+  static const TrackedItem item = archive_item("rng", save_rng, load_rng);
+  return item;
+}
+
 
 Status write_item(CheckpointWriter& writer, const TrackedItem& item) {
   return write_streamed(writer, item.name + ".pt", item.write);

@@ -43,6 +43,10 @@ TrackedItem string_item(const std::string& name, std::string& value);
 TrackedItem stream_item(const std::string& name, StreamWriter write, std::function<void(const std::string&)> read,
                         std::function<StreamWriter()> capture);
 
+// rng.pt, the Runtime's own: torch's CPU generator and each CUDA device's (through ATen's CUDA
+// hooks, so no CUDA headers are needed). Written after the tracked items, and read after them.
+const TrackedItem& rng_item();
+
 // One item's file, NAME.pt, streamed into a checkpoint.
 Status write_item(CheckpointWriter& writer, const TrackedItem& item);
 // Captured state to a checkpoint file.

@@ -1,0 +1,26 @@
+// The pause at operators and the signal handlers that drive it (operator_pause.cpp); the Runtime
+// (runtime.cpp) starts and stops them. hydro/runtime.h declares the public queries
+// (operator_pause_armed, drains_cuda_on_pause, releases_cuda_cache_on_pause, start_pause_only).
+#pragma once
+
+#include "hydro/settings.h"
+#include "hydro/signal_map.h"
+
+namespace hydro {
+
+// Settings::from_env(), throwing std::runtime_error (it names the variable) on a bad one.
+Settings settings_from_env();
+
+// Installs the handlers for `signals` and sets the operator callback up for `settings`, replacing
+// the handlers of an earlier pause-only start. `pause_only` (start_pause_only(): no Runtime) asks
+// about CUDA at the first pause instead of now. Throws std::runtime_error on failure.
+void start_signals(const Settings& settings, const SignalMap& signals, bool pause_only = false);
+// Removes the handlers and the operator callback.
+void stop_signals();
+
+// HYDRO_SUSPEND_CHECKPOINT's current decision (SIGTSTP ends the step and checkpoints first), set
+// by the Runtime from the last step's and checkpoint's durations, read when a pause comes.
+void set_suspend_checkpoint(bool on);
+bool suspend_checkpoint_enabled();
+
+}  // namespace hydro
