@@ -10,15 +10,20 @@ set, and sleep-polls every 1 ms while paused.
      paired ratios;
   2. pause latency, signal sent -> the training thread blocked (hydro: at an operator; peer: in
      its hook's sleep loop), p50/p99;
-  3. resume latency, signal sent -> the training thread running again, p50/p99.
-Models: A = MLP 64-256-256-10, batch 64; B = MLP 64-64-10, batch 16; SGD with momentum, 1 thread.
-Training runs on the main thread, as a user's script does; a controller thread sends the signals.
+  3. resume latency, signal sent -> the training thread running again, p50/p99;
+  4. the floor under any resume on this machine: the same signals waking a thread that sleeps.
+Models: A = MLP 64-256-256-10, batch 64; B = MLP 64-64-10, batch 16; SGD with momentum, one thread
+(torch's and OpenBLAS's). Training runs on the main thread, as a user's script does; another
+process sends the signals, as Slurm does.
 Usage: PYTHONPATH=build/python bench/python_pause_bench.py [--blocks N] [--pauses N]"""
 import argparse
+import ctypes
 import os
 import random
 import signal
 import statistics
+import subprocess
+import sys
 import threading
 import time
 
@@ -112,46 +117,63 @@ def overhead(name, dims, batch, blocks, steps):
           f"  ({blocks} blocks of {steps} steps)", flush=True)
 
 
-def latencies(variant, pauses):
-    """Pause and resume latency (µs lists) with training on the main thread."""
+SENDER = r"""
+import os, random, signal, sys, time
+pid, pauses, seed = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+rng = random.Random(seed)
+for _ in range(pauses):
+    time.sleep(0.002 + rng.random() * 0.01)  # mid-step, somewhere
+    t0 = time.monotonic_ns()
+    os.kill(pid, signal.SIGUSR1)
+    time.sleep(0.005)
+    t1 = time.monotonic_ns()
+    os.kill(pid, signal.SIGUSR2)
+    time.sleep(0.005)
+    print(t0, t1, flush=True)  # to the collector, after the cycle: nothing competes with it
+    sys.stdin.readline()  # the collector's go for the next one
+"""
+
+
+def latencies(variant, pauses, seed):
+    """Pause and resume latency (µs lists) with training on the main thread.
+
+    The signals come from another process, as from Slurm's slurmstepd: it stamps the clock (the
+    system-wide CLOCK_MONOTONIC), signals, and sleeps. The times the signals took hold are stamped
+    by the paused thread itself. A collector thread hears each cycle's send times only once the
+    cycle is over (5 ms each way, well past the slowest pause), so nothing in this process competes
+    with what is measured: a controller thread here would hold the GIL and a CPU at the very moment
+    the signal lands, which Slurm never does."""
     net, step = model([64, 256, 256, 10], 64)
     rt = hydro.Runtime() if variant == "hydro" else None
     peer = Peer(net) if variant == "peer" else None
-    stop, out = threading.Event(), {"pause": [], "resume": []}
+    stop, out = threading.Event(), {"pause": [], "resume": [], "late": 0}
 
     def state():
         if rt is not None:
             s = _C.pause_state()
-            return s["threads_waiting"] == 1, s["last_block_ns"], s["last_release_ns"]
-        return peer.blocked_ns > peer.released_ns, peer.blocked_ns, peer.released_ns
+            return s["last_block_ns"], s["last_release_ns"]
+        return peer.blocked_ns, peer.released_ns
 
-    def control():
-        # As from Slurm (another process): the kernel hands the signal to a thread of the training
-        # process that does not block it, the main thread first; never to this sender.
+    def collect():
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1, signal.SIGUSR2})
-        rng = random.Random(2)
+        sender = subprocess.Popen([sys.executable, "-c", SENDER, str(os.getpid()), str(pauses), str(seed)],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         try:
-            for _ in range(pauses):
-                time.sleep(0.002 + rng.random() * 0.01)  # mid-step, somewhere
-                # After each signal the controller sleeps before it looks: the times are stamped by
-                # the paused thread itself, and a sender polling meanwhile would only compete for the
-                # two cores with what is measured (Slurm sends from another process, and waits).
-                t0 = time.monotonic_ns()
-                os.kill(os.getpid(), signal.SIGUSR1)
-                time.sleep(0.003)
-                while not state()[0]:
-                    time.sleep(0.001)
-                out["pause"].append((state()[1] - t0) / 1000)
-                t1 = time.monotonic_ns()
-                os.kill(os.getpid(), signal.SIGUSR2)
-                time.sleep(0.003)
-                while state()[2] < t1:
-                    time.sleep(0.001)
-                out["resume"].append((state()[2] - t1) / 1000)
+            for line in sender.stdout:
+                t0, t1 = map(int, line.split())
+                blocked, released = state()
+                if t0 < blocked < t1 < released:
+                    out["pause"].append((blocked - t0) / 1000)
+                    out["resume"].append((released - t1) / 1000)
+                else:
+                    out["late"] += 1  # not paused within 5 ms: counted, reported
+                sender.stdin.write("\n")
+                sender.stdin.flush()
         finally:
+            sender.wait()
             stop.set()
 
-    c = threading.Thread(target=control)
+    c = threading.Thread(target=collect)
     c.start()
     while not stop.is_set():
         step()
@@ -161,6 +183,44 @@ def latencies(variant, pauses):
     if peer is not None:
         peer.close()
     return out
+
+
+def wake_floor(pauses, seed):
+    """The floor under any resume here: the same sender's signals woke a thread asleep in
+    sigwaitinfo (µs list, signal sent -> the thread running Python again)."""
+    sigs = {signal.SIGUSR1, signal.SIGUSR2}
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
+    while signal.sigtimedwait(sigs, 0):  # none left over from the runs before
+        pass
+    sender = subprocess.Popen([sys.executable, "-c", SENDER, str(os.getpid()), str(pauses), str(seed)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    woke, us = {}, []
+    try:
+        for _ in range(pauses):
+            for _ in range(2):
+                signo = signal.sigwaitinfo(sigs).si_signo
+                woke[signo] = time.monotonic_ns()
+            t0, t1 = map(int, sender.stdout.readline().split())
+            us.append((woke[signal.SIGUSR2] - t1) / 1000)
+            sender.stdin.write("\n")
+            sender.stdin.flush()
+    finally:
+        sender.wait()
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+    return us
+
+
+def one_blas_thread():
+    """OpenBLAS (Debian's torch links it) keeps its own thread pool: set it to one thread through
+    the library torch loaded, found in this process's maps."""
+    with open("/proc/self/maps") as maps:
+        libs = {line.split()[-1] for line in maps if "openblas" in line}
+    for lib in libs:
+        fn = getattr(ctypes.CDLL(lib), "openblas_set_num_threads", None)
+        if fn is not None:
+            fn(1)
+            return
+    print("note: no OpenBLAS in this process; BLAS threads left as they are")
 
 
 def pct(v, q):
@@ -174,18 +234,25 @@ def main():
     ap.add_argument("--pauses", type=int, default=200, help="pauses per variant and round (default 200)")
     a = ap.parse_args()
     torch.set_num_threads(1)
+    # One BLAS thread too: OpenBLAS's own pool ignores torch.set_num_threads, and its idle threads
+    # spin on the other CPU, where hydro's watcher thread then waits for a time slice.
+    one_blas_thread()
     overhead("A", [64, 256, 256, 10], 64, a.blocks, 200)
     overhead("B", [64, 64, 10], 16, a.blocks, 1000)
-    got = {"hydro": {"pause": [], "resume": []}, "peer": {"pause": [], "resume": []}}
-    for _ in range(2):  # interleaved rounds
+    got = {v: {"pause": [], "resume": [], "late": 0} for v in ("hydro", "peer")}
+    for r in range(2):  # interleaved rounds
         for v in ("hydro", "peer"):
-            r = latencies(v, a.pauses // 2)
-            for k in r:
-                got[v][k] += r[k]
+            for k, x in latencies(v, a.pauses // 2, seed=r).items():
+                got[v][k] += x
     for k in ("pause", "resume"):
         h, p = got["hydro"][k], got["peer"][k]
         print(f"A: {k} latency µs: hydro p50 {pct(h, .5):.0f} p99 {pct(h, .99):.0f}   "
               f"peer p50 {pct(p, .5):.0f} p99 {pct(p, .99):.0f}   p99 hydro/peer {pct(h, .99) / pct(p, .99):.2f}")
+    f = wake_floor(a.pauses // 2, seed=0)
+    print(f"floor: a thread asleep, woken by a signal from another process: p50 {pct(f, .5):.0f} p99 {pct(f, .99):.0f} µs")
+    for v in ("hydro", "peer"):
+        if got[v]["late"]:
+            print(f"A: {v}: {got[v]['late']} of {a.pauses} pauses did not take hold within 5 ms (not in the figures)")
 
 
 if __name__ == "__main__":
