@@ -41,7 +41,8 @@ Status DistEnv::from_env(DistEnv* out, const std::function<const char*(const cha
                                       "(for example the first of `scontrol show hostnames $SLURM_JOB_NODELIST`)");
   }
   if (const char* v = getenv("MASTER_PORT"); v && *v) {
-    HYDRO_RETURN_IF_ERROR(read_int("MASTER_PORT", v, 1, 65535, &d.master_port));
+    // Not 65535: hydro's store takes MASTER_PORT + 1.
+    HYDRO_RETURN_IF_ERROR(read_int("MASTER_PORT", v, 1, 65534, &d.master_port));
   } else if (const char* job = getenv("SLURM_JOB_ID")) {
     int id = 0;
     HYDRO_RETURN_IF_ERROR(read_int("SLURM_JOB_ID", job, 0, INT32_MAX, &id));

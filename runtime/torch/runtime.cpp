@@ -9,10 +9,10 @@
 #include <set>
 #include <stdexcept>
 
-#include "c10d_store.h"
 #include "hydro/atomic_file.h"
 #include "hydro/checkpoint_dir.h"
 #include "hydro/checkpoint_group.h"
+#include "hydro/tcp_store.h"
 #include "operator_pause.h"
 #include "snapshot.h"
 #include "tracked.h"
@@ -51,7 +51,8 @@ Runtime::Runtime(Settings settings) : settings_(std::move(settings)) {
   tell_launcher_ready();  // hydro-launch may now ask for a checkpoint-and-exit
   try {
     if (settings_.world_size > 1 && settings_.mode != CheckpointMode::async && !settings_.checkpoint_dir.empty()) {
-      store_ = connect_tcp_store(settings_);
+      Status st = open_job_store(settings_.dist, std::chrono::seconds(settings_.store_timeout_s), &store_server_, &store_);
+      if (!st.ok()) throw std::runtime_error("hydro: " + st.message());
       group_ = std::make_unique<CheckpointGroup>(*store_, settings_.rank, settings_.world_size, host_name(),
                                                  std::chrono::seconds(settings_.store_timeout_s));
     }

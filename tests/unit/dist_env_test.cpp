@@ -59,7 +59,9 @@ TEST(DistEnv, BadValuesNameTheVariable) {
   EXPECT_EQ(parse({{"SLURM_STEP_NUM_TASKS", "two"}}, &d).message(), "SLURM_STEP_NUM_TASKS='two' is not a whole number");
   EXPECT_EQ(parse({{"SLURM_STEP_NUM_TASKS", "0"}}, &d).message(), "SLURM_STEP_NUM_TASKS=0 is out of range [1, 1048576]");
   EXPECT_EQ(parse({{"RANK", "2"}, {"WORLD_SIZE", "2"}}, &d).message(), "RANK=2 is not below WORLD_SIZE=2");
-  EXPECT_EQ(parse({{"MASTER_PORT", "70000"}}, &d).message(), "MASTER_PORT=70000 is out of range [1, 65535]");
+  EXPECT_EQ(parse({{"MASTER_PORT", "70000"}}, &d).message(), "MASTER_PORT=70000 is out of range [1, 65534]");
+  // The store takes MASTER_PORT + 1: 65535 would wrap it to port 0.
+  EXPECT_EQ(parse({{"MASTER_PORT", "65535"}}, &d).message(), "MASTER_PORT=65535 is out of range [1, 65534]");
   EXPECT_EQ(parse({{"SLURM_PROCID", "0"}, {"SLURM_STEP_NUM_TASKS", "2"}, {"SLURM_STEP_NUM_NODES", "2"}}, &d).message(),
             "MASTER_ADDR is not set: ranks on several nodes need the rendezvous host (for example the first of "
             "`scontrol show hostnames $SLURM_JOB_NODELIST`)");

@@ -49,6 +49,7 @@
 namespace hydro {
 
 class RankStore;
+class TcpStoreServer;
 class CheckpointGroup;
 class TensorPool;
 struct TrackedItem;
@@ -117,6 +118,7 @@ class Runtime {
   std::chrono::steady_clock::time_point last_step_end_{};
   double last_step_s_ = -1, last_save_s_ = -1;
   int64_t epoch_ = 0;
+  std::unique_ptr<TcpStoreServer> store_server_;  // rank 0's; outlives store_
   std::unique_ptr<RankStore> store_;
   std::unique_ptr<CheckpointGroup> group_;  // sync modes with several ranks
   std::unique_ptr<TensorPool> pool_;        // async mode: host copies, reused

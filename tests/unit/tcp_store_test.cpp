@@ -1,0 +1,152 @@
+// The ranks' store over TCP, with munged running (ctest's "munge" fixture starts it): what ranks
+// of one job step can do, and that nobody else (another uid, another job step, a peer that does
+// not speak MUNGE, a server of another uid) can read, change or impersonate it.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "../../runtime/store/munge_auth.h"
+#include "hydro/tcp_store.h"
+
+namespace hydro {
+namespace {
+
+using std::chrono::milliseconds;
+const std::string kScope = "job 1 step 0";
+
+// Runs the probe (as `uid`), returns its exit code and output.
+int probe(uid_t uid, const std::string& args, std::string* out) {
+  std::string cmd = std::string(HYDRO_STORE_PROBE_BIN) + " " + args + " 2>&1";
+  if (uid != 0) cmd = "setpriv --reuid=" + std::to_string(uid) + " --regid=" + std::to_string(uid) + " --clear-groups " + cmd;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  std::array<char, 512> buf;
+  out->clear();
+  while (std::fgets(buf.data(), buf.size(), p)) *out += buf.data();
+  int st = ::pclose(p);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+class TcpStoreTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    std::string cred;
+    Status s = munge_seal("probe", &cred);
+    ASSERT_TRUE(s.ok()) << s.message() << " -- ctest starts munged (fixture munge); by hand: scripts/slurm-local munge";
+  }
+  void SetUp() override {
+    ASSERT_TRUE(TcpStoreServer::start(0, kScope, &server_).ok());
+    ASSERT_TRUE(connect_tcp_store("127.0.0.1", server_->port(), kScope, milliseconds(5000), &a_).ok());
+    ASSERT_TRUE(connect_tcp_store("localhost", server_->port(), kScope, milliseconds(5000), &b_).ok());
+  }
+  std::string port() const { return std::to_string(server_->port()); }
+  std::unique_ptr<TcpStoreServer> server_;
+  std::unique_ptr<RankStore> a_, b_;
+};
+
+TEST_F(TcpStoreTest, RanksOfOneJobStepShareKeysAndCounters) {
+  ASSERT_TRUE(a_->set("k", std::string("v\0w", 3)).ok());
+  std::string v;
+  ASSERT_TRUE(b_->get("k", milliseconds(1000), &v).ok());
+  EXPECT_EQ(v, std::string("v\0w", 3));
+  int64_t n = 0;
+  ASSERT_TRUE(a_->add("c", 3, &n).ok());
+  ASSERT_TRUE(b_->add("c", -1, &n).ok());
+  EXPECT_EQ(n, 2);
+  ASSERT_TRUE(a_->get("c", milliseconds(1000), &v).ok());
+  EXPECT_EQ(v, "2");
+  ASSERT_TRUE(b_->remove("k").ok());
+  EXPECT_EQ(a_->get("k", milliseconds(50), &v).code(), Code::not_found);
+}
+
+TEST_F(TcpStoreTest, AGetWaitsForTheKeyOrTimesOut) {
+  std::thread later([&] {
+    std::this_thread::sleep_for(milliseconds(200));
+    ASSERT_TRUE(b_->set("late", "x").ok());
+  });
+  std::string v;
+  Status s = a_->get("late", milliseconds(30000), &v);
+  later.join();
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(v, "x");
+  s = a_->get("never", milliseconds(100), &v);
+  EXPECT_EQ(s.code(), Code::not_found);
+  EXPECT_EQ(s.message(), "timeout waiting for never");
+}
+
+// The attack of issue 15: uid nobody cannot add to a vote counter, whether it uses hydro's client
+// (which gives up on seeing the server's uid) or sends its own valid MUNGE credential regardless.
+TEST_F(TcpStoreTest, AnotherUidIsRefusedAndChangesNothing) {
+  ASSERT_EQ(::geteuid(), 0u) << "this test runs a client as uid nobody: run it as root";
+  std::string out;
+  EXPECT_EQ(probe(65534, "connect 127.0.0.1 " + port() + " '" + kScope + "'", &out), 1) << out;
+  EXPECT_NE(out.find("refused the server running as uid 0"), std::string::npos) << out;
+  EXPECT_EQ(probe(65534, "attack 127.0.0.1 " + port() + " '" + kScope + "'", &out), 1) << out;
+  EXPECT_NE(out.find("refused: "), std::string::npos) << out;
+  std::string v;
+  EXPECT_EQ(a_->get("probe", milliseconds(0), &v).code(), Code::not_found);
+  EXPECT_EQ(a_->get("hydro/0/vote", milliseconds(0), &v).code(), Code::not_found);
+  // The same attack from the job's own uid gets in: the uid is what kept nobody out.
+  EXPECT_EQ(probe(0, "attack 127.0.0.1 " + port() + " '" + kScope + "'", &out), 0) << out;
+  ASSERT_TRUE(a_->get("hydro/0/vote", milliseconds(0), &v).ok());
+  // The job's own ranks are not disturbed.
+  ASSERT_TRUE(a_->set("after", "ok").ok());
+  ASSERT_TRUE(b_->get("after", milliseconds(1000), &v).ok());
+}
+
+// Two steps (or two jobs whose ports collide) never share a store: the wrong one is told why.
+TEST_F(TcpStoreTest, AnotherJobStepOfTheSameUserIsRefusedNamingBoth) {
+  std::string out;
+  EXPECT_EQ(probe(0, "connect 127.0.0.1 " + port() + " 'job 2 step 0'", &out), 1) << out;
+  EXPECT_NE(out.find("refused this rank: this store serves job 1 step 0, not job 2 step 0"), std::string::npos) << out;
+  std::string v;
+  EXPECT_EQ(a_->get("probe", milliseconds(0), &v).code(), Code::not_found);
+}
+
+// A peer that does not speak MUNGE (torch's TCPStore client, a port scanner) is disconnected.
+TEST_F(TcpStoreTest, APeerWithoutACredentialIsDisconnected) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(server_->port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const char junk[] = "\x05\x00\x00\x00Ahydro/0/vote\x0c\x00\x00\x00\x00\x00\x00\x00";
+  ::send(fd, junk, sizeof junk, MSG_NOSIGNAL);
+  char buf[4096];
+  ssize_t n = 0;
+  while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) {
+  }
+  EXPECT_LE(n, 0) << "the server closes (or resets) the connection";
+  ::close(fd);
+  std::string v;
+  EXPECT_EQ(a_->get("hydro/0/vote", milliseconds(0), &v).code(), Code::not_found);
+}
+
+// Someone else serving the port (bound first, or a relay): the rank refuses to talk to it.
+TEST(TcpStoreImpostor, AServerOfAnotherUidIsRefused) {
+  ASSERT_EQ(::geteuid(), 0u) << "this test runs a server as uid nobody: run it as root";
+  std::string cmd = std::string("setpriv --reuid=65534 --regid=65534 --clear-groups ") + HYDRO_STORE_PROBE_BIN +
+                    " serve '" + kScope + "'";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  int port = 0;
+  ASSERT_EQ(std::fscanf(p, "%d", &port), 1);
+  std::unique_ptr<RankStore> store;
+  Status s = connect_tcp_store("127.0.0.1", port, kScope, milliseconds(5000), &store);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("refused the server running as uid 65534"), std::string::npos) << s.message();
+  ::pclose(p);
+}
+
+}  // namespace
+}  // namespace hydro
