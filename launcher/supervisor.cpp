@@ -63,11 +63,14 @@ void prepare_resume(const Options& o) {
 }
 
 // `ready_fd`: the write end of the readiness pipe (hydro/launch_ready.h), kept open in the child.
-pid_t spawn(const std::vector<std::string>& command, const sigset_t& old_mask, int ready_fd) {
+// The program starts with hydro-launch's own mask, holding `held` (SignalMap::blocked_for_job,
+// SignalMap::hold): a pause forwarded before its runtime is up waits instead of killing it.
+pid_t spawn(const std::vector<std::string>& command, const sigset_t& old_mask, const sigset_t& held, int ready_fd) {
   pid_t pid = ::fork();
   if (pid != 0) return pid;
   ::setpgid(0, 0);
   ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+  SignalMap::hold(held);
   struct stat st;
   if (ready_fd >= 0 && ::fstat(ready_fd, &st) == 0 && ::fcntl(ready_fd, F_SETFD, 0) == 0) {
     ::setenv(kLaunchReadyEnv, std::to_string(ready_fd).c_str(), 1);
@@ -79,6 +82,13 @@ pid_t spawn(const std::vector<std::string>& command, const sigset_t& old_mask, i
   ::execvp(argv[0], argv.data());
   say("error: cannot run " + command[0] + ": " + std::strerror(errno));
   ::_exit(127);
+}
+
+// With HYDRO_PAUSE=on, the program's pause signals, to start it with blocked.
+sigset_t held_signals() {
+  const char* pause = std::getenv("HYDRO_PAUSE");
+  const char* signals = std::getenv("HYDRO_SIGNALS");
+  return SignalMap::blocked_for_job(pause ? pause : "", signals ? signals : "");
 }
 
 int requeue_job(const std::string& scontrol, const std::string& job_id) {
@@ -129,7 +139,7 @@ int run(const Options& o) {
     say(std::string("error: pipe: ") + std::strerror(errno));
     return 1;
   }
-  pid_t child = spawn(o.command, old_mask, ready[1]);
+  pid_t child = spawn(o.command, old_mask, held_signals(), ready[1]);
   ::close(ready[1]);
   // The read end stays open until the end (a late writer must not get SIGPIPE); it is polled
   // while `awaiting_ready`.

@@ -6,7 +6,8 @@
 //   option callbacks   validate at submit time; in slurmstepd they run again (twice), so they
 //                      only ever assign.
 //   slurm_spank_task_init  per task, as the job's user: the HYDRO_* variables the runtime and
-//                      hydro-launch read, and the per-job checkpoint directory (job_dir.h).
+//                      hydro-launch read, the per-job checkpoint directory (job_dir.h), and the
+//                      pause signals blocked until a runtime handles them.
 extern "C" {
 #include <slurm/spank.h>
 #include <slurm/slurm.h>
@@ -14,12 +15,14 @@ extern "C" {
 }
 
 #include <pwd.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "hydro/signal_map.h"
 #include "job_dir.h"
 #include "plugin_config.h"
 
@@ -119,6 +122,19 @@ int job_dir(spank_t sp, const std::string& job, std::string* dir) {
   return 0;
 }
 
+std::string get_env(spank_t sp, const char* var) {
+  char buf[4096];
+  return spank_getenv(sp, var, buf, sizeof buf) == ESPANK_SUCCESS ? buf : "";
+}
+
+// With pause on, the task (and all it starts: the batch shell, a `tee`, the program before its
+// runtime is up) holds the pause signals (blocked and ignored), so that `hydroctl pause` (scancel --full) or a
+// pause signal in the job's first second waits instead of killing it (SignalMap::
+// blocked_until_handled).
+void block_pause_signals(spank_t sp) {
+  hydro::SignalMap::hold(hydro::SignalMap::blocked_for_job(get_env(sp, "HYDRO_PAUSE"), get_env(sp, "HYDRO_SIGNALS")));
+}
+
 int task_init(spank_t sp) {
   if (!g_config_ok) {
     slurm_error("hydro: task_init: the admin's hydro config is invalid, so the job cannot start: %s",
@@ -145,6 +161,7 @@ int task_init(spank_t sp) {
     if (value.empty() && std::string(spec.key) == "default_pause") value = "off";
     if (!value.empty() && set_env(sp, spec.env, value)) return -1;
   }
+  block_pause_signals(sp);
   return 0;
 }
 

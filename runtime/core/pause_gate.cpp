@@ -168,6 +168,12 @@ Status SignalBridge::start(const SignalMap& map, Listener listener) {
     if (!((previous.sa_flags & SA_SIGINFO) && previous.sa_sigaction == handler)) g_previous[signo] = previous;
   }
   g_watcher = new std::thread(watch, std::move(listener));
+  // A --hydro-pause=on job starts its processes with these blocked (SignalMap::
+  // blocked_until_handled): with our handlers in, let them through, and any that came early with.
+  sigset_t ours;
+  sigemptyset(&ours);
+  for (const auto& entry : map.entries()) sigaddset(&ours, entry.first);
+  ::pthread_sigmask(SIG_UNBLOCK, &ours, nullptr);
   return Status::OK();
 }
 

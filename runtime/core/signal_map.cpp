@@ -8,6 +8,17 @@
 namespace hydro {
 namespace {
 
+// Signals the kernel or libc raise for the program's own faults and events: never a request.
+bool reports_a_fault(int signo) {
+  switch (signo) {
+    case SIGSEGV: case SIGBUS: case SIGILL: case SIGFPE: case SIGABRT: case SIGTRAP: case SIGSYS:
+    case SIGPIPE: case SIGCHLD: case SIGXCPU: case SIGXFSZ:
+      return true;
+    default:
+      return false;
+  }
+}
+
 struct Named { const char* name; int signo; };
 constexpr Named kSignals[] = {
     {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"ABRT", SIGABRT}, {"KILL", SIGKILL},
@@ -93,6 +104,10 @@ Status SignalMap::parse(const std::string& spec, const std::string& setting, Sig
       if (signo == 0) return Status::invalid_argument(setting + ": unknown signal '" + sig + "'");
       if (signo == SIGKILL || signo == SIGSTOP)
         return Status::invalid_argument(setting + ": " + signal_name(signo) + " cannot be caught");
+      if (reports_a_fault(signo))
+        return Status::invalid_argument(setting + ": " + signal_name(signo) +
+                                        " reports a fault in the program (or a broken pipe, or a child's end); it cannot "
+                                        "ask hydro for anything");
       m.map_[signo] = a;
     }
   }
@@ -106,6 +121,57 @@ SignalMap SignalMap::only(std::initializer_list<Action> actions) const {
     for (Action a : actions)
       if (a == action) m.map_.emplace(signo, action);
   return m;
+}
+
+namespace {
+
+// Whether a signal's default action ends the process without a core dump (signal(7)), leaving out
+// SIGINT, SIGTERM and SIGKILL, which the user and Slurm end jobs with, and SIGPIPE.
+bool terminates_by_default(int signo) {
+  switch (signo) {
+    case SIGHUP:
+    case SIGUSR1:
+    case SIGUSR2:
+    case SIGALRM:
+    case SIGSTKFLT:
+    case SIGPOLL:
+    case SIGPROF:
+    case SIGVTALRM:
+    case SIGPWR:
+      return true;
+    default:
+      return signo >= SIGRTMIN && signo <= SIGRTMAX;
+  }
+}
+
+}  // namespace
+
+sigset_t SignalMap::blocked_until_handled() const {
+  sigset_t set;
+  sigemptyset(&set);
+  for (const auto& [signo, action] : map_)
+    if (action != Action::checkpoint_exit && terminates_by_default(signo)) sigaddset(&set, signo);
+  return set;
+}
+
+sigset_t SignalMap::blocked_for_job(const std::string& pause, const std::string& signals) {
+  sigset_t none;
+  sigemptyset(&none);
+  if (pause != "on") return none;
+  SignalMap map = defaults();
+  if (!signals.empty() && !parse(signals, "HYDRO_SIGNALS", &map).ok()) map = defaults();
+  return map.blocked_until_handled();
+}
+
+void SignalMap::hold(const sigset_t& signals) {
+  for (int signo = 1; signo < NSIG; ++signo) {
+    if (sigismember(&signals, signo) != 1) continue;
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    ::sigaction(signo, &ignore, nullptr);
+  }
+  ::sigprocmask(SIG_BLOCK, &signals, nullptr);
 }
 
 bool SignalMap::lookup(int signo, Action* out) const {

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <ctime>
 #include <fstream>
 #include <sstream>
@@ -130,6 +131,34 @@ TEST(Launcher, ForwardsSignalsToTheProgram) {
   EXPECT_EQ(WEXITSTATUS(r.status), 0) << r.err;
   EXPECT_EQ(slurp(t.path + "/got"), "got-usr2\n");
   EXPECT_NE(r.err.find("forwarding SIGUSR2 to pid"), std::string::npos) << r.err;
+}
+
+// With HYDRO_PAUSE=on, an early pause (`hydroctl pause` in a job's first second, or one queued
+// while hydro-launch looked for a checkpoint) reaches a program whose runtime is not up yet: it
+// waits there, blocked and pending, for the runtime to take it (PauseGateTest.
+// APauseThatCameBeforeTheHandlersIsTakenWhenTheyStart), and never ends the program.
+TEST(Launcher, AnEarlyPauseWaitsBlockedInTheProgramInsteadOfKillingIt) {
+  test::TempDir t;
+  // bash keeps the mask it starts with: the pause stays pending there.
+  const std::string script = "touch " + t.path + "/ready; sleep 0.3; grep -E '^(ShdPnd|SigBlk|SigIgn)' /proc/$$/status > " +
+                             t.path + "/status";
+  LaunchResult r = run_launcher({"--", "/bin/bash", "-c", script}, {"SLURM_JOB_ID=", "HYDRO_PAUSE=on"}, t.path, SIGUSR1);
+  ASSERT_TRUE(WIFEXITED(r.status)) << r.err;
+  EXPECT_EQ(WEXITSTATUS(r.status), 0) << r.err;
+  EXPECT_NE(r.err.find("forwarding SIGUSR1 to pid"), std::string::npos) << r.err;
+  const std::string st = slurp(t.path + "/status");
+  unsigned long long blocked = 0, pending = 0, ignored = 0;
+  ASSERT_EQ(std::sscanf(st.c_str(), "ShdPnd: %llx SigBlk: %llx SigIgn: %llx", &pending, &blocked, &ignored), 3) << st;
+  const unsigned long long usr1 = 1ull << (SIGUSR1 - 1), usr2 = 1ull << (SIGUSR2 - 1);
+  EXPECT_EQ(blocked & (usr1 | usr2), usr1 | usr2) << st;
+  EXPECT_EQ(ignored & (usr1 | usr2), usr1 | usr2) << st;
+  EXPECT_EQ(pending & usr1, usr1) << st;
+  // dash (/bin/sh, as `sbatch --wrap` runs) clears its mask at start: there it is ignored.
+  ::unlink((t.path + "/ready").c_str());
+  r = run_launcher({"--", "/bin/sh", "-c", "touch " + t.path + "/ready; sleep 0.3"}, {"SLURM_JOB_ID=", "HYDRO_PAUSE=on"},
+                   t.path, SIGUSR1);
+  ASSERT_TRUE(WIFEXITED(r.status)) << r.err;
+  EXPECT_EQ(WEXITSTATUS(r.status), 0) << r.err;
 }
 
 // A stand-in scontrol that records its arguments in DIR/scontrol.args: the real one is exercised

@@ -52,6 +52,23 @@ TEST_F(PauseGateTest, PauseSignalBlocksAThreadAndResumeSignalReleasesIt) {
   EXPECT_EQ(heard[1], std::make_pair(SIGUSR2, Action::resume));
 }
 
+// A pause that came while the signal was blocked (as a --hydro-pause=on job starts its processes)
+// is held, not fatal, and taken once the handlers are in.
+TEST_F(PauseGateTest, APauseThatCameBeforeTheHandlersIsTakenWhenTheyStart) {
+  sigset_t usr1, old;
+  sigemptyset(&usr1);
+  sigaddset(&usr1, SIGUSR1);
+  ASSERT_EQ(::pthread_sigmask(SIG_BLOCK, &usr1, &old), 0);
+  ASSERT_EQ(::raise(SIGUSR1), 0);  // pending on this thread: SIG_DFL would end the test program
+  EXPECT_FALSE(gate.pause_pending());
+  ASSERT_TRUE(SignalBridge::start(SignalMap::defaults(), nullptr).ok());
+  EXPECT_TRUE(gate.pause_pending());
+  sigset_t now;
+  ::pthread_sigmask(SIG_SETMASK, nullptr, &now);
+  EXPECT_FALSE(sigismember(&now, SIGUSR1)) << "start() unblocks its signals";
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
 TEST_F(PauseGateTest, TermWhilePausedReleasesAndRequestsExit) {
   ASSERT_TRUE(SignalBridge::start(SignalMap::defaults(), nullptr).ok());
   ::raise(SIGTSTP);

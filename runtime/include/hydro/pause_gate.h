@@ -60,6 +60,8 @@ class PauseGate {
 // wakeup pipe. A watcher thread reads the pipe and calls `listener` outside signal context.
 // In a child forked without exec (a DataLoader worker) the inherited handlers ignore the signals
 // and the child's gate starts released; exec() restores the default dispositions.
+// start() unblocks the map's signals in the calling thread: those that came while they were
+// blocked (SignalMap::blocked_until_handled) are handled then.
 class SignalBridge {
  public:
   using Listener = std::function<void(int signo, Action action)>;

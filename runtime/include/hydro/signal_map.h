@@ -1,6 +1,8 @@
 // Which signal asks the runtime for what. Admins can move off SIGUSR1 (NCCL owns it).
 #pragma once
 
+#include <signal.h>
+
 #include <initializer_list>
 #include <map>
 #include <string>
@@ -38,6 +40,22 @@ class SignalMap {
   // This map with only the signals of the given actions.
   SignalMap only(std::initializer_list<Action> actions) const;
   bool lookup(int signo, Action* out) const;
+
+  // The signals of this map that ask for a pause, a resume or a checkpoint and that would end a
+  // process with no handler for them (SIGUSR1, SIGUSR2, ...). A process of a --hydro-pause=on job
+  // starts with them blocked (the SPANK plugin, per task; hydro-launch, for its program), and
+  // SignalBridge::start unblocks them once its handlers are in: a request that comes early, such as
+  // `hydroctl pause` in a job's first second, waits instead of killing the program, and the job's
+  // other processes (the batch shell, a `tee`) never die of it. Never SIGTERM nor SIGINT.
+  sigset_t blocked_until_handled() const;
+  // The same for a job's settings: empty unless HYDRO_PAUSE is "on"; a bad HYDRO_SIGNALS gives the
+  // defaults' (the runtime will refuse it, naming it). What the plugin and hydro-launch hold.
+  static sigset_t blocked_for_job(const std::string& pause, const std::string& signals);
+  // Applies such a set to this process before it execs the job's program: blocked, so that one
+  // that comes early stays pending until SignalBridge::start unblocks it; and ignored, for the
+  // programs that clear their mask at start (dash, so `sbatch --wrap`): there it is dropped, not
+  // fatal. (Linux queues a blocked signal even when it is ignored, so the first holds.)
+  static void hold(const sigset_t& signals);
 
  private:
   std::map<int, Action> map_;
