@@ -1,19 +1,26 @@
 #include "job_lookup.h"
 
 #include <regex>
+#include <sstream>
 
 #include "hydro/subprocess.h"
 
 namespace hydro::ctl {
 
+// The owner is the field that opens a line ("   UserId=alice(1000) GroupId=..."), never text the
+// user chose: a job named "UserId=root(0)" (on the JobName line) must not pass for root's.
 Status parse_job_owner(const std::string& text, const std::string& job, JobOwner* out) {
-  static const std::regex re(R"(UserId=([^(\s]+)\((\d+)\))");
+  static const std::regex re(R"(^[ \t]*UserId=([^(\s]+)\((\d+)\))");
+  std::istringstream lines(text);
+  std::string line;
   std::smatch m;
-  if (!std::regex_search(text, m, re))
-    return Status::not_found("job " + job + ": Slurm does not know it (scontrol show job " + job + ")");
-  out->user = m[1];
-  out->uid = static_cast<uid_t>(std::stoul(m[2]));
-  return Status::OK();
+  while (std::getline(lines, line)) {
+    if (!std::regex_search(line, m, re)) continue;
+    out->user = m[1];
+    out->uid = static_cast<uid_t>(std::stoul(m[2]));
+    return Status::OK();
+  }
+  return Status::not_found("job " + job + ": Slurm does not know it (scontrol show job " + job + ")");
 }
 
 Status job_owner(const std::string& scontrol, const std::string& job, JobOwner* out) {

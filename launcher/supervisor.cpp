@@ -21,6 +21,7 @@
 #include "hydro/exit_codes.h"
 #include "hydro/launch_ready.h"
 #include "hydro/signal_map.h"
+#include "hydro/subprocess.h"
 #include "preemption.h"
 #include "time_limit.h"
 #include "watchdog.h"
@@ -92,16 +93,10 @@ sigset_t held_signals() {
 }
 
 int requeue_job(const std::string& scontrol, const std::string& job_id) {
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::execlp(scontrol.c_str(), scontrol.c_str(), "requeue", job_id.c_str(), static_cast<char*>(nullptr));
-    say("error: cannot run " + scontrol + ": " + std::strerror(errno));
-    ::_exit(127);
-  }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  std::string out;
+  int rc = run_capture({scontrol, "requeue", job_id}, &out);
+  if (!out.empty()) say(scontrol + " requeue: " + out);
+  return rc;
 }
 
 }  // namespace

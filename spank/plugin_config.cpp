@@ -5,6 +5,16 @@
 namespace hydro::spank {
 namespace {
 
+// Whether a template holds a %j escape itself: "%%j" is a literal "%j", shared by every job.
+bool has_job_escape(const std::string& value) {
+  for (size_t i = 0; i + 1 < value.size(); ++i) {
+    if (value[i] != '%') continue;
+    if (value[i + 1] == 'j') return true;
+    ++i;  // skip the escaped character ("%%", "%u", ...)
+  }
+  return false;
+}
+
 bool has_dotdot(const std::string& path) {
   size_t start = 0;
   while (start <= path.size()) {
@@ -27,7 +37,7 @@ Status parse_dir(const std::string& value, const std::string& where, bool is_tem
     std::string probe;
     Status st = expand_template(value, "u", 0, 0, &probe);
     if (!st.ok()) return Status::invalid_argument(where + ": " + st.message());
-    if (value.find("%j") == std::string::npos)
+    if (!has_job_escape(value))
       return Status::invalid_argument(where + "='" + value +
                                       "' must contain %j, so that each job has its own directory");
   }

@@ -1,6 +1,7 @@
 #include "hydro/subprocess.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,6 +22,11 @@ int run_capture(const std::vector<std::string>& argv, std::string* out) {
     return -1;
   }
   if (pid == 0) {
+    // Nothing of the caller's mask: hydro-launch blocks SIGTERM for its signalfd, and a helper
+    // run with it blocked (`timeout 10 scontrol ...`) could not be ended.
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
     ::dup2(fds[1], 1);
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));

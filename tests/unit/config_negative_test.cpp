@@ -75,6 +75,10 @@ TEST(ConfigNegative, PlugstackArguments) {
       {{"checkpoint_dir=/scratch/hydro/%u"},
        "plugstack.conf: checkpoint_dir='/scratch/hydro/%u' must contain %j, so that each job has its own "
        "directory"},
+      // "%%j" is a literal "%j": every job of a user would share one directory.
+      {{"checkpoint_dir=/scratch/%u/%%j"},
+       "plugstack.conf: checkpoint_dir='/scratch/%u/%%j' must contain %j, so that each job has its own "
+       "directory"},
       {{"keep_last=x"}, "plugstack.conf: keep_last='x' is not a whole number"},
       {{"checkpoint_mode=fast"}, "plugstack.conf: checkpoint_mode='fast' is not sync_any, sync_all or async"},
       {{"config=hydro.yaml"}, "plugstack.conf: config='hydro.yaml' must be an absolute path"},

@@ -133,6 +133,10 @@ TEST(HydroctlJob, ParsesTheOwnerFromScontrol) {
   ASSERT_TRUE(ctl::parse_job_owner("JobId=7 JobName=wrap\n   UserId=alice(1001) GroupId=alice(1001)\n", "7", &o).ok());
   EXPECT_EQ(o.user, "alice");
   EXPECT_EQ(o.uid, 1001u);
+  // A job named to look like another owner does not pass for it.
+  ASSERT_TRUE(ctl::parse_job_owner("JobId=8 JobName=UserId=root(0)\n   UserId=mallory(1002) GroupId=m(1002)\n", "8", &o).ok());
+  EXPECT_EQ(o.user, "mallory");
+  EXPECT_EQ(o.uid, 1002u);
   EXPECT_EQ(ctl::parse_job_owner("slurm_load_jobs error: Invalid job id specified\n", "7", &o).message(),
             "job 7: Slurm does not know it (scontrol show job 7)");
 }

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "fault_fs.h"
+#include "hydro/subprocess.h"
 #include "spawn_launcher.h"
 #include "hydro/checkpoint_dir.h"
 #include "hydro/exit_codes.h"
@@ -159,6 +160,20 @@ TEST(Launcher, AnEarlyPauseWaitsBlockedInTheProgramInsteadOfKillingIt) {
                    t.path, SIGUSR1);
   ASSERT_TRUE(WIFEXITED(r.status)) << r.err;
   EXPECT_EQ(WEXITSTATUS(r.status), 0) << r.err;
+}
+
+// Helpers (scontrol show job, scontrol requeue) start with no signal blocked: hydro-launch blocks
+// SIGTERM for its signalfd, and `timeout 10 scontrol` must still be able to end a hung one.
+TEST(Subprocess, AHelperStartsWithNoSignalBlocked) {
+  sigset_t term, old;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  ASSERT_EQ(::pthread_sigmask(SIG_BLOCK, &term, &old), 0);
+  std::string out;
+  int rc = run_capture({"grep", "^SigBlk", "/proc/self/status"}, &out);
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  EXPECT_EQ(rc, 0);
+  EXPECT_EQ(out, "SigBlk:\t0000000000000000\n");
 }
 
 // A stand-in scontrol that records its arguments in DIR/scontrol.args: the real one is exercised
