@@ -1,5 +1,7 @@
 #include "hydro/checkpoint_group.h"
 
+#include "hydro/manifest.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -35,6 +37,12 @@ bool parse_files(const std::string& text, int* committer, std::vector<ManifestFi
     return false;
   }
   return true;
+}
+
+// A peer's file list names only files of its own shard: "rank-R/<name>", nothing that leads out.
+bool inside_shard(const std::string& name, int rank) {
+  const std::string dir = CheckpointGroup::shard_dir(rank) + "/";
+  return Manifest::valid_file_name(name) && name.compare(0, dir.size(), dir) == 0;
 }
 
 }  // namespace
@@ -173,6 +181,9 @@ Status CheckpointGroup::save(CheckpointDir& dir, int64_t step, bool keep, int64_
     int c = 0;
     std::vector<ManifestFile> files;
     if (s.ok() && !parse_files(v, &c, &files)) s = Status::io(what + "rank " + std::to_string(r) + " sent a bad file list");
+    for (const auto& f : files)
+      if (s.ok() && !inside_shard(f.name, r))
+        s = Status::io(what + "rank " + std::to_string(r) + " listed a file outside its shard: '" + f.name + "'");
     if (s.ok() && c == rank_) writer->add_files(files, true);
   }
   CheckpointInfo info;

@@ -179,6 +179,26 @@ TEST(CheckpointGroup, AFailedShardFailsEveryRankAtOnce) {
   EXPECT_EQ(latest_of(t.path + "/ck"), "");
 }
 
+// The committer takes from its peers only names of their own shards: a rank (or anyone who could
+// write the store) listing "../../x" or another rank's file commits nothing.
+TEST(CheckpointGroup, APeerListingAFileOutsideItsShardCommitsNothing) {
+  for (const std::string bad : {"../../../etc/passwd", "rank-0/model.pt", "rank-1/../../x", "/etc/passwd"}) {
+    TempDir t;
+    MemoryStore store;
+    CheckpointGroup g(store, 0, 2, "h", 5000ms);
+    std::thread peer([&] {  // rank 1, by hand
+      std::string v;
+      (void)store.get("hydro/1/staging", 5000ms, &v);
+      (void)store.set("hydro/1/durable/1", "{\"committer\":0,\"files\":[[\"" + bad + "\",1,2]]}");
+    });
+    CheckpointDir dir(t.path + "/ck");
+    Status s = g.save(dir, 7, false, 0, [&](CheckpointWriter& w) { return write_shard(w, 0); }, nullptr);
+    peer.join();
+    EXPECT_EQ(s.message(), "checkpoint of step 7 not committed: rank 1 listed a file outside its shard: '" + bad + "'");
+    EXPECT_EQ(latest_of(t.path + "/ck"), "");
+  }
+}
+
 TEST(CheckpointGroup, UnsharedDirectoriesGetACompleteCheckpointPerNode) {
   TempDir t;
   MemoryStore store;
