@@ -67,9 +67,17 @@ class PosixFs final : public Fs {
     return read_stream(path, [out](const char* d, size_t n) { out->append(d, n); });
   }
 
+  // Checkpoint files only: a symlink, a FIFO or a device planted in a checkpoint (by anyone who
+  // could write there) is refused, never followed, waited on or read without end.
   Status read_stream(const std::string& path, const std::function<void(const char*, size_t)>& sink) override {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0 && errno == ELOOP) return Status::io(path + " is a symlink; hydro does not follow it");
     if (fd < 0) return errno_status("open " + path);
+    struct stat st;
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd);
+      return Status::io(path + " is not a regular file");
+    }
     std::vector<char> buf(1 << 20);
     for (;;) {
       ssize_t r = ::read(fd, buf.data(), buf.size());
@@ -150,6 +158,8 @@ class PosixFs final : public Fs {
     return Status::OK();
   }
 
+  // Several processes may remove one tree at once (the tasks of a node cleaning the same stale
+  // staging directory after a crash): whatever another one removed first counts as removed.
   Status remove_tree(const std::string& path) override {
     struct stat st;
     if (::lstat(path.c_str(), &st) != 0) {
@@ -158,10 +168,11 @@ class PosixFs final : public Fs {
     }
     if (S_ISDIR(st.st_mode)) {
       std::vector<std::string> names;
-      HYDRO_RETURN_IF_ERROR(list_dir(path, &names));
+      Status listed = list_dir(path, &names);
+      if (!listed.ok()) return exists(path) ? listed : Status::OK();
       for (const auto& n : names) HYDRO_RETURN_IF_ERROR(remove_tree(path + "/" + n));
-      if (::rmdir(path.c_str()) != 0) return errno_status("rmdir " + path);
-    } else if (::unlink(path.c_str()) != 0) {
+      if (::rmdir(path.c_str()) != 0 && errno != ENOENT) return errno_status("rmdir " + path);
+    } else if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
       return errno_status("unlink " + path);
     }
     return Status::OK();

@@ -65,7 +65,11 @@ Status handshake_client(int fd, const std::string& scope, Clock::time_point dead
                       std::to_string(::geteuid()) + " may serve this job's store (another user holds the port?)");
   }
   HYDRO_RETURN_IF_ERROR(nonce(&nc));
-  HYDRO_RETURN_IF_ERROR(munge_seal(std::string(kProtocol) + " client|" + scope + "|" + h[1] + "|" + nc, &credential));
+  Status sealed = munge_seal(std::string(kProtocol) + " client|" + scope + "|" + h[1] + "|" + nc, &credential);
+  if (!sealed.ok()) {
+    *refused = true;  // this node's munged: trying again will not help
+    return sealed;
+  }
   HYDRO_RETURN_IF_ERROR(send_frame(fd, credential, deadline));
   HYDRO_RETURN_IF_ERROR(recv_frame(fd, kMaxHandshake, deadline, &reply));
   if (!reply.empty() && reply[0] == kError) {

@@ -348,7 +348,8 @@ bool Runtime::step_end(int64_t step) {
   }
   if (exit) {
     if (settings_.checkpoint_dir.empty()) {
-      log("exit requested at step " + std::to_string(step) + ", but HYDRO_CKPT_DIR is not set: no checkpoint");
+      log("WARNING: exit requested at step " + std::to_string(step) + ", but there is no checkpoint directory "
+          "(HYDRO_CKPT_DIR, --hydro-checkpoint-dir): NOTHING IS SAVED, and a requeued job starts again from step 0");
       return false;
     }
     if (!writes_checkpoints()) {

@@ -1,5 +1,6 @@
-// The key-value store a job's ranks coordinate through: in the runtime a c10d Store (TCPStore,
-// served by rank 0 at MASTER_PORT + 1), in the core's tests an in-memory one. Every wait is bounded.
+// The key-value store a job's ranks coordinate through: in the runtime hydro's own, authenticated
+// with MUNGE and served by rank 0 at MASTER_PORT + 1 (hydro/tcp_store.h), in the core's tests an
+// in-memory one. Every wait is bounded.
 #pragma once
 
 #include <chrono>
