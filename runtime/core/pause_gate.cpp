@@ -151,12 +151,17 @@ Status SignalBridge::start(const SignalMap& map, Listener listener) {
   if (::pipe2(g_pipe, O_CLOEXEC) != 0) return Status::from_errno(errno, "pipe for the signal watcher");
   g_owner.store(::getpid());
   ::fcntl(g_pipe[1], F_SETFL, O_NONBLOCK);
+  // While one of our handlers runs, the others wait: a resume that landed inside a pause's
+  // handler (between its note and its request) would otherwise be overwritten by it, and lost.
+  sigset_t ours;
+  sigemptyset(&ours);
+  for (const auto& entry : map.entries()) sigaddset(&ours, entry.first);
   for (const auto& [signo, action] : map.entries()) {
     g_action[signo].store(static_cast<int>(action) + 1);
     struct sigaction sa {};
     sa.sa_sigaction = handler;
     sa.sa_flags = SA_SIGINFO | SA_RESTART;
-    sigemptyset(&sa.sa_mask);
+    sa.sa_mask = ours;
     struct sigaction previous {};
     if (::sigaction(signo, &sa, &previous) != 0) {
       Status s = Status::from_errno(errno, "sigaction " + signal_name(signo));
@@ -170,9 +175,6 @@ Status SignalBridge::start(const SignalMap& map, Listener listener) {
   g_watcher = new std::thread(watch, std::move(listener));
   // A --hydro-pause=on job starts its processes with these blocked (SignalMap::
   // blocked_until_handled): with our handlers in, let them through, and any that came early with.
-  sigset_t ours;
-  sigemptyset(&ours);
-  for (const auto& entry : map.entries()) sigaddset(&ours, entry.first);
   ::pthread_sigmask(SIG_UNBLOCK, &ours, nullptr);
   return Status::OK();
 }

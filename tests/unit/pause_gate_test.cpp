@@ -69,6 +69,19 @@ TEST_F(PauseGateTest, APauseThatCameBeforeTheHandlersIsTakenWhenTheyStart) {
   ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
+// Our handlers never nest: while one runs, the others' signals wait. A resume inside a pause's
+// handler, between its note and its request, would be overwritten by the pause and lost.
+TEST_F(PauseGateTest, OurHandlersNeverInterruptEachOther) {
+  const SignalMap map = SignalMap::defaults();
+  ASSERT_TRUE(SignalBridge::start(map, nullptr).ok());
+  for (const auto& [signo, action] : map.entries()) {
+    struct sigaction sa {};
+    ASSERT_EQ(::sigaction(signo, nullptr, &sa), 0);
+    for (const auto& other : map.entries())
+      EXPECT_EQ(sigismember(&sa.sa_mask, other.first), 1) << signal_name(signo) << " lets " << signal_name(other.first) << " in";
+  }
+}
+
 TEST_F(PauseGateTest, TermWhilePausedReleasesAndRequestsExit) {
   ASSERT_TRUE(SignalBridge::start(SignalMap::defaults(), nullptr).ok());
   ::raise(SIGTSTP);
