@@ -314,13 +314,15 @@ Status CheckpointDir::prune(int keep_last) {
   if (keep_last <= 0) return Status::OK();
   std::string latest;
   (void)fs_.read_link(root_ + "/" + kLatest, &latest);
-  std::vector<CheckpointInfo> candidates;  // oldest first; force_save ones are never candidates
+  // Oldest first. Only a checkpoint whose manifest was read and says it is not force_save is a
+  // candidate: one that cannot be read now (a disk or NFS hiccup) may be a force_save, and stays.
+  std::vector<CheckpointInfo> candidates;
   for (auto& c : list()) {
     std::string text;
     Manifest m;
     const std::string mpath = c.path + "/" + Manifest::kFileName;
-    bool kept = fs_.read_file(mpath, &text).ok() && Manifest::parse(text, mpath, &m).ok() && m.keep;
-    if (!kept) candidates.push_back(std::move(c));
+    if (fs_.read_file(mpath, &text).ok() && Manifest::parse(text, mpath, &m).ok() && !m.keep)
+      candidates.push_back(std::move(c));
   }
   int excess = static_cast<int>(candidates.size()) - keep_last;
   for (int i = 0; i < excess; ++i) {

@@ -18,9 +18,13 @@ class FaultFs : public Fs {
   int fail_sync_at = -1;         // the Nth file fsync fails with EIO
   int fail_dir_sync_at = -1;     // the Nth directory fsync fails with EIO
   int writes = 0, syncs = 0, dir_syncs = 0;
+  std::string fail_read_of;      // reading this file fails with EIO (a disk or NFS hiccup)
 
   Status new_writable(const std::string& path, std::unique_ptr<WritableFile>* out) override;
-  Status read_file(const std::string& p, std::string* o) override { return real_.read_file(p, o); }
+  Status read_file(const std::string& p, std::string* o) override {
+    if (p == fail_read_of) return Status::from_errno(EIO, "read " + p);
+    return real_.read_file(p, o);
+  }
   Status read_stream(const std::string& p, const std::function<void(const char*, size_t)>& s) override {
     return real_.read_stream(p, s);
   }
