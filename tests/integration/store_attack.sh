@@ -35,7 +35,8 @@ fi
 note "refused: $(tail -1 "$work/attack-torch.log")"
 
 note "uid nobody speaks hydro's handshake with its own valid MUNGE credential"
-if runuser -u nobody -- "$build/tests/hydro_store_probe" attack 127.0.0.1 "$((port + 1))" "job $job step 0" \
+cp "$build/tests/hydro_store_probe" "$work/probe"  # a copy nobody can reach, wherever the build is
+if runuser -u nobody -- "$work/probe" attack 127.0.0.1 "$((port + 1))" "job $job step 0" \
   >"$work/attack-probe.log" 2>&1; then
   fail "a client of uid nobody used the job's store: $(cat "$work/attack-probe.log")"
 fi

@@ -4,12 +4,14 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <thread>
@@ -25,9 +27,26 @@ namespace {
 using std::chrono::milliseconds;
 const std::string kScope = "job 1 step 0";
 
+// A copy of the probe that uid nobody can run, wherever the build tree is (a 0700 home, say).
+const std::string& reachable_probe() {
+  struct Copy {
+    std::string dir, bin;
+    Copy() {
+      char tmpl[] = "/tmp/hydro-store-probe.XXXXXX";
+      dir = ::mkdtemp(tmpl);
+      ::chmod(dir.c_str(), 0755);
+      bin = dir + "/probe";
+      if (std::system(("cp " + std::string(HYDRO_STORE_PROBE_BIN) + " " + bin).c_str()) != 0) bin = HYDRO_STORE_PROBE_BIN;
+    }
+    ~Copy() { (void)std::system(("rm -rf " + dir).c_str()); }
+  };
+  static Copy copy;
+  return copy.bin;
+}
+
 // Runs the probe (as `uid`), returns its exit code and output.
 int probe(uid_t uid, const std::string& args, std::string* out) {
-  std::string cmd = std::string(HYDRO_STORE_PROBE_BIN) + " " + args + " 2>&1";
+  std::string cmd = reachable_probe() + " " + args + " 2>&1";
   if (uid != 0) cmd = "setpriv --reuid=" + std::to_string(uid) + " --regid=" + std::to_string(uid) + " --clear-groups " + cmd;
   FILE* p = ::popen(cmd.c_str(), "r");
   std::array<char, 512> buf;
@@ -136,8 +155,7 @@ TEST_F(TcpStoreTest, APeerWithoutACredentialIsDisconnected) {
 // Someone else serving the port (bound first, or a relay): the rank refuses to talk to it.
 TEST(TcpStoreImpostor, AServerOfAnotherUidIsRefused) {
   ASSERT_EQ(::geteuid(), 0u) << "this test runs a server as uid nobody: run it as root";
-  std::string cmd = std::string("setpriv --reuid=65534 --regid=65534 --clear-groups ") + HYDRO_STORE_PROBE_BIN +
-                    " serve '" + kScope + "'";
+  std::string cmd = "setpriv --reuid=65534 --regid=65534 --clear-groups " + reachable_probe() + " serve '" + kScope + "'";
   FILE* p = ::popen(cmd.c_str(), "r");
   int port = 0;
   ASSERT_EQ(std::fscanf(p, "%d", &port), 1);
