@@ -134,6 +134,17 @@ for _ in range(pauses):
 """
 
 
+def start_sender(pauses, seed):
+    """The SENDER process, signalling this one; its lines are each cycle's send times."""
+    return subprocess.Popen([sys.executable, "-c", SENDER, str(os.getpid()), str(pauses), str(seed)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+
+def next_cycle(sender):
+    sender.stdin.write("\n")
+    sender.stdin.flush()
+
+
 def latencies(variant, pauses, seed):
     """Pause and resume latency (µs lists) with training on the main thread.
 
@@ -156,8 +167,7 @@ def latencies(variant, pauses, seed):
 
     def collect():
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1, signal.SIGUSR2})
-        sender = subprocess.Popen([sys.executable, "-c", SENDER, str(os.getpid()), str(pauses), str(seed)],
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        sender = start_sender(pauses, seed)
         try:
             for line in sender.stdout:
                 t0, t1 = map(int, line.split())
@@ -167,8 +177,7 @@ def latencies(variant, pauses, seed):
                     out["resume"].append((released - t1) / 1000)
                 else:
                     out["late"] += 1  # not paused within 5 ms: counted, reported
-                sender.stdin.write("\n")
-                sender.stdin.flush()
+                next_cycle(sender)
         finally:
             sender.wait()
             stop.set()
@@ -192,8 +201,7 @@ def wake_floor(pauses, seed):
     old = signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
     while signal.sigtimedwait(sigs, 0):  # none left over from the runs before
         pass
-    sender = subprocess.Popen([sys.executable, "-c", SENDER, str(os.getpid()), str(pauses), str(seed)],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    sender = start_sender(pauses, seed)
     woke, us = {}, []
     try:
         for _ in range(pauses):
@@ -202,8 +210,7 @@ def wake_floor(pauses, seed):
                 woke[signo] = time.monotonic_ns()
             t0, t1 = map(int, sender.stdout.readline().split())
             us.append((woke[signal.SIGUSR2] - t1) / 1000)
-            sender.stdin.write("\n")
-            sender.stdin.flush()
+            next_cycle(sender)
     finally:
         sender.wait()
         signal.pthread_sigmask(signal.SIG_SETMASK, old)

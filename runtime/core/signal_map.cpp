@@ -1,5 +1,7 @@
 #include "hydro/signal_map.h"
 
+#include "hydro/text.h"
+
 #include <signal.h>
 
 #include <cstdlib>
@@ -27,17 +29,6 @@ constexpr Named kSignals[] = {
     {"TTOU", SIGTTOU}, {"URG", SIGURG},   {"XCPU", SIGXCPU}, {"XFSZ", SIGXFSZ}, {"VTALRM", SIGVTALRM},
     {"PROF", SIGPROF}, {"WINCH", SIGWINCH}, {"IO", SIGIO},   {"PWR", SIGPWR},   {"SYS", SIGSYS},
 };
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  for (;;) {
-    size_t pos = s.find(sep, start);
-    out.push_back(s.substr(start, pos - start));
-    if (pos == std::string::npos) return out;
-    start = pos + 1;
-  }
-}
 
 }  // namespace
 

@@ -4,19 +4,11 @@
 
 #include <vector>
 
+#include "hydro/text.h"
 #include "munge_auth.h"
 
 namespace hydro::store {
 namespace {
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out(1);
-  for (char c : s) {
-    if (c == sep) out.emplace_back();
-    else out.back().push_back(c);
-  }
-  return out;
-}
 
 // Opens a peer's credential and checks that it comes from this uid.
 Status open_from_same_uid(const std::string& credential, const char* who, std::string* payload) {

@@ -17,19 +17,12 @@ namespace {
 
 using test::FaultFs;
 using test::TempDir;
+using test::write_checkpoint;
 
 std::string latest_of(const std::string& root) {
   std::string t;
   EXPECT_TRUE(posix_fs().read_link(root + "/latest", &t).ok());
   return t;
-}
-
-Status write_checkpoint(CheckpointDir& dir, int64_t step, const std::string& payload = "weights") {
-  std::unique_ptr<CheckpointWriter> w;
-  HYDRO_RETURN_IF_ERROR(dir.begin(step, &w));
-  HYDRO_RETURN_IF_ERROR(w->write_file("model.pt", payload + std::to_string(step)));
-  HYDRO_RETURN_IF_ERROR(w->write_file("optimizer.pt", std::string(1000, 'o')));
-  return w->commit();
 }
 
 std::vector<std::string> entries(const std::string& root) {

@@ -17,14 +17,7 @@ namespace {
 
 using test::FaultFs;
 using test::TempDir;
-
-Status write_checkpoint(CheckpointDir& dir, int64_t step) {
-  std::unique_ptr<CheckpointWriter> w;
-  HYDRO_RETURN_IF_ERROR(dir.begin(step, &w));
-  HYDRO_RETURN_IF_ERROR(w->write_file("model.pt", "weights" + std::to_string(step)));
-  HYDRO_RETURN_IF_ERROR(w->write_file("optimizer.pt", std::string(1000, 'o')));
-  return w->commit();
-}
+using test::write_checkpoint;
 
 // A symlink or a FIFO in place of a checkpoint file (hydroctl status, resume) is a corrupt
 // checkpoint: never followed, never waited on.

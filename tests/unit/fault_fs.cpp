@@ -44,4 +44,12 @@ TempDir::TempDir() {
 
 TempDir::~TempDir() { (void)posix_fs().remove_tree(path); }
 
+Status write_checkpoint(CheckpointDir& dir, int64_t step, const std::string& payload) {
+  std::unique_ptr<CheckpointWriter> w;
+  HYDRO_RETURN_IF_ERROR(dir.begin(step, &w));
+  HYDRO_RETURN_IF_ERROR(w->write_file("model.pt", payload + std::to_string(step)));
+  HYDRO_RETURN_IF_ERROR(w->write_file("optimizer.pt", std::string(1000, 'o')));
+  return w->commit();
+}
+
 }  // namespace hydro::test

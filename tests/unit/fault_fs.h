@@ -1,5 +1,6 @@
 // Test support: a filesystem that wraps the real one and fails on command (the Nth write,
-// ENOSPC, fsync), a temporary directory, and a poll for conditions other threads make true.
+// ENOSPC, fsync), a temporary directory, a small committed checkpoint, and a poll for conditions
+// other threads make true.
 #pragma once
 
 #include <atomic>
@@ -7,6 +8,7 @@
 #include <string>
 #include <thread>
 
+#include "hydro/checkpoint_dir.h"
 #include "hydro/durable_fs.h"
 
 namespace hydro::test {
@@ -52,6 +54,9 @@ struct TempDir {
   ~TempDir();
   std::string path;
 };
+
+// Commits checkpoint `step` in `dir`: model.pt (`payload` and the step) and a 1000-byte optimizer.pt.
+Status write_checkpoint(CheckpointDir& dir, int64_t step, const std::string& payload = "weights");
 
 // Polls a condition that another thread or process makes true. The cap (20 s) only keeps a
 // broken test from hanging; nothing asserts on how long it took.
