@@ -19,6 +19,7 @@
 #include "hydro/launch_ready.h"
 #include "hydro/log.h"
 #include "hydro/pause_gate.h"
+#include "hydro/resume_choice.h"
 
 namespace hydro {
 namespace {
@@ -226,44 +227,11 @@ std::string Runtime::load_path(const std::string& checkpoint, const Manifest& m,
 }
 
 int64_t Runtime::resume() {
-  std::string path;
-  Manifest manifest;
-  if (!settings_.resume_from.empty()) {
-    // Chosen by hydro-launch in another process: verify it again here, just before loading.
-    path = settings_.resume_from;
-    while (path.size() > 1 && path.back() == '/') path.pop_back();
-    size_t slash = path.rfind('/');
-    CheckpointDir dir(slash == 0 ? "/" : path.substr(0, slash));
-    Status st = dir.verify(path.substr(slash + 1), &manifest);
-    if (!st.ok()) fail(st);
-  } else if (!settings_.checkpoint_dir.empty()) {
-    CheckpointDir dir(settings_.checkpoint_dir);
-    std::optional<CheckpointInfo> found;  // verified by latest_valid()
-    std::vector<std::string> warnings;
-    Status st = dir.latest_valid(&found, &warnings);
-    for (const auto& w : warnings) log("warning: " + w);
-    if (!st.ok()) fail(st);
-    if (grouped()) {
-      // Every rank must resume from the same step: the newest one every rank can load.
-      std::set<int64_t> loadable;
-      for (const auto& c : dir.list()) {
-        Manifest m;
-        if (dir.verify(c.name, &m).ok() && (!m.sharded || m.world_size == settings_.world_size)) loadable.insert(c.step);
-      }
-      int64_t agreed = -1;
-      st = group_->agree_on_resume(loadable, &agreed);
-      if (!st.ok()) fail(st);
-      found.reset();
-      if (agreed >= 0) found = CheckpointInfo{CheckpointDir::name_for(agreed), dir.root() + "/" + CheckpointDir::name_for(agreed), agreed};
-    }
-    if (found) {
-      path = found->path;
-      // Verified just now (latest_valid, or every candidate in the agreement): read only the
-      // manifest, so that a resume reads the state twice (hash, load), not three times.
-      st = dir.read_manifest(found->name, &manifest);
-      if (!st.ok()) fail(st);
-    }
-  }
+  ResumeChoice choice;
+  Status st = choose_resume(settings_, group_.get(), [](const std::string& m) { log(m); }, &choice);
+  if (!st.ok()) fail(st);
+  const std::string& path = choice.path;
+  const Manifest& manifest = choice.manifest;
   if (path.empty()) {
     log("no checkpoint to resume from: starting at step 0");
     return 0;

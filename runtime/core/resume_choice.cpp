@@ -1,0 +1,78 @@
+#include "hydro/resume_choice.h"
+
+#include <optional>
+#include <set>
+
+#include "hydro/checkpoint_dir.h"
+
+namespace hydro {
+namespace {
+
+// "/ck/step-000000000500/" -> {"/ck", "step-000000000500"}
+std::pair<std::string, std::string> split_checkpoint_path(std::string path) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return {".", path};
+  return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
+}
+
+Status chosen_by_launcher(const std::string& resume_from, ResumeChoice* out) {
+  auto [root, name] = split_checkpoint_path(resume_from);
+  HYDRO_RETURN_IF_ERROR(CheckpointDir(root).verify(name, &out->manifest));
+  out->path = resume_from;
+  return Status::OK();
+}
+
+Status newest_valid(const std::string& root, const std::function<void(const std::string&)>& log, ResumeChoice* out) {
+  CheckpointDir dir(root);
+  std::optional<CheckpointInfo> found;  // verified by latest_valid()
+  std::vector<std::string> warnings;
+  Status st = dir.latest_valid(&found, &warnings);
+  for (const auto& w : warnings) log("warning: " + w);
+  HYDRO_RETURN_IF_ERROR(st);
+  if (!found) return Status::OK();
+  // Verified just now: read only the manifest, so that a resume reads the state twice (hash, load).
+  HYDRO_RETURN_IF_ERROR(dir.read_manifest(found->name, &out->manifest));
+  out->path = found->path;
+  return Status::OK();
+}
+
+Status agreed_by_group(const Settings& s, CheckpointGroup& group, const std::function<void(const std::string&)>& log,
+                       ResumeChoice* out) {
+  // hydro-launch sets both; without HYDRO_CKPT_DIR, its choice's directory is this rank's root.
+  const std::string root = !s.checkpoint_dir.empty() ? s.checkpoint_dir : split_checkpoint_path(s.resume_from).first;
+  CheckpointDir dir(root);
+  std::set<int64_t> loadable;
+  for (const auto& c : dir.list()) {
+    Manifest m;
+    Status v = dir.verify(c.name, &m);
+    if (!v.ok()) log("warning: " + v.message());
+    else if (!m.sharded || m.world_size == s.world_size) loadable.insert(c.step);
+  }
+  int64_t agreed = -1;
+  HYDRO_RETURN_IF_ERROR(group.agree_on_resume(loadable, &agreed));
+  const int64_t newest = loadable.empty() ? -1 : *loadable.rbegin();
+  if (agreed != newest)
+    log("this rank's newest loadable checkpoint is " + (newest < 0 ? std::string("none") : "step " + std::to_string(newest)) +
+        ", but not every rank can load it: the ranks resume together from " +
+        (agreed < 0 ? std::string("step 0 (no checkpoint every rank has)") : "step " + std::to_string(agreed)));
+  if (agreed < 0) return Status::OK();
+  const std::string name = CheckpointDir::name_for(agreed);
+  HYDRO_RETURN_IF_ERROR(dir.read_manifest(name, &out->manifest));  // verified just above
+  out->path = dir.root() + "/" + name;
+  return Status::OK();
+}
+
+}  // namespace
+
+Status choose_resume(const Settings& settings, CheckpointGroup* group,
+                     const std::function<void(const std::string&)>& log, ResumeChoice* out) {
+  *out = ResumeChoice{};
+  if (group && (!settings.checkpoint_dir.empty() || !settings.resume_from.empty()))
+    return agreed_by_group(settings, *group, log, out);
+  if (!settings.resume_from.empty()) return chosen_by_launcher(settings.resume_from, out);
+  if (!settings.checkpoint_dir.empty()) return newest_valid(settings.checkpoint_dir, log, out);
+  return Status::OK();
+}
+
+}  // namespace hydro

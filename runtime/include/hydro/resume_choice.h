@@ -1,0 +1,30 @@
+// Which checkpoint a rank resumes from.
+//
+// One rank: HYDRO_RESUME_FROM (chosen by hydro-launch in another process, verified again here,
+// just before loading), else the newest valid checkpoint in HYDRO_CKPT_DIR.
+// Several ranks that checkpoint together (a CheckpointGroup): always the newest step EVERY rank can
+// load, agreed through the ranks' store, whatever hydro-launch chose. Each task's hydro-launch sees
+// only its own node's directory: with node-local directories one task may find step 1000 and
+// another only 500 (or none), and resuming each from its own would train ranks at different steps,
+// or leave their collective rounds out of step until the store's timeout.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "hydro/checkpoint_group.h"
+#include "hydro/manifest.h"
+#include "hydro/settings.h"
+
+namespace hydro {
+
+struct ResumeChoice {
+  std::string path;   // the checkpoint directory; empty: start fresh at step 0
+  Manifest manifest;  // its manifest (verified)
+};
+
+// `group`: null for a rank that checkpoints alone. `log` takes warnings and notes for the user.
+Status choose_resume(const Settings& settings, CheckpointGroup* group,
+                     const std::function<void(const std::string&)>& log, ResumeChoice* out);
+
+}  // namespace hydro
