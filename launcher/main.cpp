@@ -7,6 +7,7 @@
 #include "hydro/exit_codes.h"
 #include "hydro/signal_map.h"
 #include "supervisor.h"
+#include "watchdog.h"
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -36,8 +37,10 @@ int main(int argc, char** argv) {
                  "On this signal (e.g. URG, sent by `sbatch --signal=B:URG@120` before the time limit), ask "
                  "the program to checkpoint and exit, then requeue the job. It is not forwarded");
   app.add_option("--watchdog-file", o.watchdog_file,
-                 "Watchdog timer FIFO, absolute path (default: no watchdog). Created with mode 0600 if absent "
-                 "and removed at exit; an existing FIFO of yours is used and kept; a symlink or any other file is refused. "
+                 "Watchdog timer FIFO, absolute path (default: no watchdog); %t is the task's rank (SLURM_PROCID), %j the "
+                 "job id, %% a percent sign. One per task: a FIFO another hydro-launch serves is refused. Created with "
+                 "mode 0600 if absent and removed at exit; an existing FIFO of yours with no group or other permission "
+                 "is used and kept; a symlink or any other file is refused. "
                  "Exported to the program as HYDRO_WATCHDOG_FILE and TORCHELASTIC_TIMER_FILE");
   app.add_option("--watchdog-kill-after", o.watchdog_kill_after,
                  "Seconds after a timer's SIGTERM, SIGINT, SIGHUP or SIGQUIT (a timer may ask for one instead of "
@@ -89,6 +92,15 @@ int main(int argc, char** argv) {
   if (!o.checkpoint_dir.empty() && o.checkpoint_dir[0] != '/') {
     std::fprintf(stderr, "hydro-launch: --checkpoint-dir: '%s' must be an absolute path\n", o.checkpoint_dir.c_str());
     return 2;
+  }
+  if (!o.watchdog_file.empty()) {
+    std::string path;
+    hydro::Status st = hydro::launcher::Watchdog::expand_path(o.watchdog_file, [](const char* v) { return std::getenv(v); }, &path);
+    if (!st.ok()) {
+      std::fprintf(stderr, "hydro-launch: %s\n", st.message().c_str());
+      return 2;
+    }
+    o.watchdog_file = path;
   }
   if (!o.watchdog_file.empty() && o.watchdog_file[0] != '/') {
     std::fprintf(stderr, "hydro-launch: --watchdog-file: '%s' must be an absolute path\n", o.watchdog_file.c_str());

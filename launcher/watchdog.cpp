@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -21,6 +22,8 @@ void say(const std::string& m) { log_line("hydro-launch", m); }
 
 // A request longer than this (torch's client refuses more than PIPE_BUF) is dropped.
 constexpr size_t kMaxLine = 64 * 1024;
+// Read per supervisor turn (read_requests), at most.
+constexpr size_t kMaxReadPerTurn = 64 * 1024;
 // Deadlines further away than this are clamped, so the steady_clock arithmetic cannot overflow.
 constexpr double kMaxSeconds = 10.0 * 365 * 24 * 3600;
 
@@ -36,7 +39,52 @@ std::string scopes_text(const std::vector<std::string>& scopes) {
   return out;
 }
 
+// The FIFO must be the caller's and private: whoever can write to it arms and disarms timers,
+// whoever can read it takes requests away (a lost disarm kills a healthy worker).
+Status check_private_fifo(const std::string& path, const struct stat& st) {
+  if (!S_ISFIFO(st.st_mode))
+    return Status::invalid_argument("--watchdog-file: " + path +
+                                    " exists and is not a FIFO; give a path that does not exist or is a FIFO");
+  if (st.st_uid != ::geteuid())
+    return Status::invalid_argument("--watchdog-file: " + path + " is owned by uid " + std::to_string(st.st_uid) +
+                                    ", not by you (uid " + std::to_string(::geteuid()) + ")");
+  if (st.st_mode & 077) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return Status::invalid_argument("--watchdog-file: " + path + " has mode " + mode +
+                                    ": other users could arm or take its timers; chmod 600 it, or give a path "
+                                    "that does not exist");
+  }
+  return Status::OK();
+}
+
 }  // namespace
+
+Status Watchdog::expand_path(const std::string& pattern, const std::function<const char*(const char*)>& getenv,
+                             std::string* out) {
+  out->clear();
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] != '%') {
+      *out += pattern[i];
+      continue;
+    }
+    const char c = i + 1 < pattern.size() ? pattern[++i] : '\0';
+    const char* var = c == 't' ? "SLURM_PROCID" : c == 'j' ? "SLURM_JOB_ID" : nullptr;
+    if (c == '%') {
+      *out += '%';
+    } else if (!var) {
+      return Status::invalid_argument("--watchdog-file: '" + pattern + "' has an unknown escape '%" + std::string(1, c) +
+                                      "' (known: %t the task's rank, %j the job id, %% a percent sign)");
+    } else {
+      const char* v = getenv(var);
+      if (!v || !*v)
+        return Status::invalid_argument("--watchdog-file: '" + pattern + "' uses %" + std::string(1, c) + ", but " + var +
+                                        " is not set (outside srun)");
+      *out += v;
+    }
+  }
+  return Status::OK();
+}
 
 Status Watchdog::open(const std::string& path, std::unique_ptr<Watchdog>* out) {
   std::unique_ptr<Watchdog> w(new Watchdog);
@@ -46,12 +94,7 @@ Status Watchdog::open(const std::string& path, std::unique_ptr<Watchdog>* out) {
     if (S_ISLNK(st.st_mode))
       return Status::invalid_argument("--watchdog-file: " + path +
                                       " is a symbolic link; give a path that does not exist or is a FIFO");
-    if (!S_ISFIFO(st.st_mode))
-      return Status::invalid_argument("--watchdog-file: " + path +
-                                      " exists and is not a FIFO; give a path that does not exist or is a FIFO");
-    if (st.st_uid != ::geteuid())  // someone else's FIFO: they could feed it requests
-      return Status::invalid_argument("--watchdog-file: " + path + " is owned by uid " + std::to_string(st.st_uid) +
-                                      ", not by you (uid " + std::to_string(::geteuid()) + ")");
+    HYDRO_RETURN_IF_ERROR(check_private_fifo(path, st));
   } else if (errno == ENOENT) {
     if (::mkfifo(path.c_str(), 0600) != 0)
       return Status::from_errno(errno, "--watchdog-file: cannot create the FIFO " + path);
@@ -63,8 +106,17 @@ Status Watchdog::open(const std::string& path, std::unique_ptr<Watchdog>* out) {
   // The reader first: a non-blocking O_WRONLY open of a FIFO with no reader fails (ENXIO).
   w->read_fd_ = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
   if (w->read_fd_ < 0) return Status::from_errno(errno, "--watchdog-file: cannot open the FIFO " + path);
-  if (::fstat(w->read_fd_, &st) != 0 || !S_ISFIFO(st.st_mode))
-    return Status::invalid_argument("--watchdog-file: " + path + " was replaced by something that is not a FIFO");
+  // What was opened, not what the path held a moment before (it may have been swapped since).
+  if (::fstat(w->read_fd_, &st) != 0) return Status::from_errno(errno, "--watchdog-file: " + path);
+  HYDRO_RETURN_IF_ERROR(check_private_fifo(path, st));
+  // One reader per FIFO: two hydro-launch on one path would each take half of every timer's
+  // requests (an arm here, its disarm there), and kill healthy workers as hung.
+  if (::flock(w->read_fd_, LOCK_EX | LOCK_NB) != 0) {
+    w->created_ = false;  // it is the other hydro-launch's
+    return Status::invalid_argument("--watchdog-file: " + path +
+                                    " is already served by another hydro-launch; give each task its own FIFO "
+                                    "(%t in the path is the task's rank, e.g. /tmp/hydro-watchdog-%j.%t)");
+  }
   w->hold_fd_ = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
   if (w->hold_fd_ < 0) return Status::from_errno(errno, "--watchdog-file: cannot hold the FIFO open " + path);
   *out = std::move(w);
@@ -79,10 +131,13 @@ Watchdog::~Watchdog() {
 
 void Watchdog::read_requests() {
   char buf[16 * 1024];
-  for (;;) {
+  // At most kMaxReadPerTurn bytes per call: a worker flooding the FIFO must not stall the
+  // supervisor's signal forwarding; the rest is read on its next turns.
+  for (size_t taken = 0; taken < kMaxReadPerTurn;) {
     ssize_t n = ::read(read_fd_, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;  // EAGAIN: drained (we hold a writer, so never EOF)
+    taken += static_cast<size_t>(n);
     size_t start = 0;
     for (size_t i = 0; i < static_cast<size_t>(n); ++i) {
       if (buf[i] != '\n') continue;

@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,9 +23,13 @@ class Watchdog {
   using Clock = std::chrono::steady_clock;
 
   // Opens the FIFO at `path` (absolute), creating it with mode 0600 if absent. A path that is a
-  // symbolic link, exists and is not a FIFO, or is another user's FIFO is refused. Errors name
-  // --watchdog-file.
+  // symbolic link, exists and is not a FIFO, is another user's FIFO, lets other users in (any
+  // group or other permission), or is already served by another hydro-launch is refused; what was
+  // opened is checked again (fstat). Errors name --watchdog-file.
   static Status open(const std::string& path, std::unique_ptr<Watchdog>* out);
+  // --watchdog-file's escapes: %t the task's rank (SLURM_PROCID), %j the job id, %% a percent sign.
+  static Status expand_path(const std::string& pattern, const std::function<const char*(const char*)>& getenv,
+                            std::string* out);
   ~Watchdog();  // removes the FIFO if open() created it
 
   const std::string& path() const { return path_; }
@@ -37,7 +42,8 @@ class Watchdog {
   // because it ignores or mishandles the signal. Zero: no escalation.
   void set_kill_after(std::chrono::milliseconds d) { kill_after_ = d; }
 
-  // Reads every request waiting in the FIFO. A bad line is logged and ignored.
+  // Reads the requests waiting in the FIFO, at most 64 KiB per call (a flood cannot hold up the
+  // supervisor's signals; poll reports the rest). A bad line is logged and ignored.
   void read_requests();
   // One request line, as read_requests() handles it (`now`: steady; `wall_now`: epoch seconds).
   void handle_line(const std::string& line, Clock::time_point now, double wall_now);

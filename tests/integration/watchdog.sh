@@ -14,12 +14,13 @@ cat >"$work/job.sh" <<JOB
 #!/bin/bash
 mode=hang; [ "\${SLURM_RESTART_COUNT:-0}" -ge 1 ] && mode=finish
 echo "restart count: \${SLURM_RESTART_COUNT:-0}, worker mode \$mode"
-exec "$launch" --watchdog-file "$work/watchdog.fifo" --max-restarts 2 -- /usr/bin/python3 "$worker" \$mode "$work"
+exec "$launch" --watchdog-file "$work/watchdog-%j.%t.fifo" --max-restarts 2 -- /usr/bin/python3 "$worker" \$mode "$work"
 JOB
 log=$work/job.log
 export HYDRO_TEST_LOGS=$log
 job=$(sbatch --parsable --requeue --open-mode=append -o "$log" "$work/job.sh") || fail "sbatch failed"
 wait_for "$log" "watchdog expired: pid [0-9]+ scope 'hung step'" 60
+grep -q "timers are read from $work/watchdog-$job.0.fifo" "$log" || fail "--watchdog-file's %j.%t did not expand to $job.0"
 wait_for "$log" "job $job requeued" 30
 sleeper=$(cat "$work/sleeper.pid")
 for _ in $(seq 100); do
@@ -33,7 +34,7 @@ note "the hung worker and its child were killed and the job requeued"
 release "$job"
 wait_state "$job" COMPLETED 120
 [ -f "$work/done" ] || fail "the restarted worker did not finish"
-[ ! -e "$work/watchdog.fifo" ] || fail "hydro-launch left its FIFO behind"
+[ ! -e "$work/watchdog-$job.0.fifo" ] || fail "hydro-launch left its FIFO behind"
 show_new "$log"
 note "the restarted job finished"
 rm -rf "$work"
