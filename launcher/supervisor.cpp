@@ -20,6 +20,7 @@
 #include "hydro/log.h"
 #include "hydro/exit_codes.h"
 #include "hydro/launch_ready.h"
+#include "hydro/settings.h"
 #include "hydro/signal_map.h"
 #include "hydro/subprocess.h"
 #include "preemption.h"
@@ -44,7 +45,10 @@ void prepare_resume(const Options& o) {
     say("no checkpoint directory (--checkpoint-dir or HYDRO_CKPT_DIR): the program starts fresh");
     return;
   }
+  // --checkpoint-dir replaces the plugin's default: it is no longer hydro's default then.
+  if (const char* env = std::getenv("HYDRO_CKPT_DIR"); !env || o.checkpoint_dir != env) ::unsetenv("HYDRO_CKPT_DIR_DEFAULT");
   ::setenv("HYDRO_CKPT_DIR", o.checkpoint_dir.c_str(), 1);
+  if (std::string note = default_checkpoint_dir_note(); !note.empty()) say(note);
   CheckpointDir dir(o.checkpoint_dir);
   Status st = dir.open();
   if (!st.ok()) {

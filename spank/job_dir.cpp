@@ -34,38 +34,21 @@ std::vector<std::string> split(const std::string& path) {
   return parts;
 }
 
-}  // namespace
-
-Status make_job_dir(const std::string& tmpl, const std::string& user, uid_t uid, unsigned job_id,
-                    std::string* out) {
-  const std::string what = "checkpoint directory from the template '" + tmpl + "'";
-  std::vector<std::string> parts = split(tmpl);
-  size_t first = 0;
-  while (first < parts.size() && parts[first].find('%') == std::string::npos) ++first;
-  if (first == parts.size()) return Status::invalid_argument(what + ": it has no %-escape (use %j)");
-
-  std::string prefix;
-  for (size_t i = 0; i < first; ++i) prefix += "/" + parts[i];
-  if (prefix.empty()) prefix = "/";
-  // The admin's prefix may hold symlinks of the admin's (/scratch -> /lustre/scratch).
+// Opens `prefix` (following symlinks: it is the admin's, or the user's own submit directory), then
+// makes and enters each of `names` below it without following any symlink.
+Status make_private_dirs(const std::string& prefix, const std::vector<std::string>& names, const std::string& what,
+                         const std::string& prefix_label, const std::string& prefix_fix, std::string* out) {
   Fd dir(::open(prefix.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dir.fd < 0)
-    return Status::from_errno(errno, what + ": the admin's directory " + prefix +
-                                         " is not usable (create it, mode 1777)");
+    return Status::from_errno(errno, what + ": " + prefix_label + " " + prefix + " is not usable (" + prefix_fix + ")");
   struct stat st;
   if (::fstat(dir.fd, &st) != 0) return Status::from_errno(errno, prefix);
   if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX))
     return Status::invalid_argument(what + ": " + prefix +
                                     " is writable by everyone without the sticky bit; refusing (chmod +t " +
                                     prefix + ")");
-
   std::string path = prefix == "/" ? "" : prefix;
-  for (size_t i = first; i < parts.size(); ++i) {
-    std::string name;
-    HYDRO_RETURN_IF_ERROR(expand_template(parts[i], user, uid, job_id, &name));
-    if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos)
-      return Status::invalid_argument(what + ": component '" + parts[i] + "' expands to '" + name +
-                                      "', not a directory name");
+  for (const auto& name : names) {
     path += "/" + name;
     bool made = ::mkdirat(dir.fd, name.c_str(), 0700) == 0;
     if (!made && errno != EEXIST) return Status::from_errno(errno, "cannot create " + path);
@@ -87,6 +70,40 @@ Status make_job_dir(const std::string& tmpl, const std::string& user, uid_t uid,
   }
   *out = path;
   return Status::OK();
+}
+
+}  // namespace
+
+Status make_job_dir(const std::string& tmpl, const std::string& user, uid_t uid, unsigned job_id,
+                    std::string* out) {
+  const std::string what = "checkpoint directory from the template '" + tmpl + "'";
+  std::vector<std::string> parts = split(tmpl);
+  size_t first = 0;
+  while (first < parts.size() && parts[first].find('%') == std::string::npos) ++first;
+  if (first == parts.size()) return Status::invalid_argument(what + ": it has no %-escape (use %j)");
+
+  std::string prefix;
+  for (size_t i = 0; i < first; ++i) prefix += "/" + parts[i];
+  if (prefix.empty()) prefix = "/";
+  std::vector<std::string> names;
+  for (size_t i = first; i < parts.size(); ++i) {
+    std::string name;
+    HYDRO_RETURN_IF_ERROR(expand_template(parts[i], user, uid, job_id, &name));
+    if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos)
+      return Status::invalid_argument(what + ": component '" + parts[i] + "' expands to '" + name +
+                                      "', not a directory name");
+    names.push_back(name);
+  }
+  return make_private_dirs(prefix, names, what, "the admin's directory", "create it, mode 1777", out);
+}
+
+Status make_default_job_dir(const std::string& submit_dir, unsigned job_id, std::string* out) {
+  if (submit_dir.empty() || submit_dir[0] != '/')
+    return Status::invalid_argument("hydro's default checkpoint directory: the submit directory '" + submit_dir +
+                                    "' is not an absolute path");
+  return make_private_dirs(submit_dir, {kDefaultDirName, std::to_string(job_id)},
+                           "hydro's default checkpoint directory", "the job's submit directory",
+                           "give --hydro-checkpoint-dir", out);
 }
 
 }  // namespace hydro::spank

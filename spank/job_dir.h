@@ -20,4 +20,11 @@ namespace hydro::spank {
 Status make_job_dir(const std::string& tmpl, const std::string& user, uid_t uid, unsigned job_id,
                     std::string* out);
 
+// hydro's default when neither the user (--hydro-checkpoint-dir, HYDRO_CKPT_DIR) nor the admin
+// (checkpoint_dir) set a directory and pause is on: <submit dir>/hydro-checkpoints/<job id>, made
+// the same way (the submit directory is the user's own: its symlinks are followed). A requeued job
+// keeps its id, so it finds its checkpoints there.
+inline constexpr const char* kDefaultDirName = "hydro-checkpoints";
+Status make_default_job_dir(const std::string& submit_dir, unsigned job_id, std::string* out);
+
 }  // namespace hydro::spank

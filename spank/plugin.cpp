@@ -22,6 +22,7 @@ extern "C" {
 #include <string>
 #include <vector>
 
+#include "hydro/settings.h"
 #include "hydro/signal_map.h"
 #include "job_dir.h"
 #include "plugin_config.h"
@@ -127,6 +128,25 @@ std::string get_env(spank_t sp, const char* var) {
   return spank_getenv(sp, var, buf, sizeof buf) == ESPANK_SUCCESS ? buf : "";
 }
 
+// Pause on and no checkpoint directory from anyone: a requeue would silently lose all work. Use
+// <submit dir>/hydro-checkpoints/<job id> (hydro/job_dir.h), made as the job's user; the runtime
+// and hydro-launch announce it (HYDRO_CKPT_DIR_DEFAULT). If it cannot be made, the job runs as
+// before, and the runtime says loudly on SIGTERM that nothing is saved.
+int default_checkpoint_dir(spank_t sp, const std::string& job) {
+  if (env_set(sp, "HYDRO_CKPT_DIR")) return 0;
+  bool pause = false;
+  if (!hydro::parse_on_off(get_env(sp, "HYDRO_PAUSE"), "HYDRO_PAUSE", &pause).ok() || !pause) return 0;
+  std::string dir;
+  Status st = hydro::spank::make_default_job_dir(get_env(sp, "SLURM_SUBMIT_DIR"),
+                                                 static_cast<unsigned>(std::stoul(job.empty() ? "0" : job)), &dir);
+  if (!st.ok()) {
+    slurm_info("hydro: task_init: no default checkpoint directory: %s", st.message().c_str());
+    return 0;
+  }
+  if (set_env(sp, "HYDRO_CKPT_DIR", dir)) return -1;
+  return set_env(sp, "HYDRO_CKPT_DIR_DEFAULT", "1");
+}
+
 // With pause on, the task (and all it starts: the batch shell, a `tee`, the program before its
 // runtime is up) holds the pause signals (blocked and ignored), so that `hydroctl pause` (scancel --full) or a
 // pause signal in the job's first second waits instead of killing it (SignalMap::
@@ -161,6 +181,7 @@ int task_init(spank_t sp) {
     if (value.empty() && std::string(spec.key) == "default_pause") value = "off";
     if (!value.empty() && set_env(sp, spec.env, value)) return -1;
   }
+  if (default_checkpoint_dir(sp, job)) return -1;
   block_pause_signals(sp);
   return 0;
 }

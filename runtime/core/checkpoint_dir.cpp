@@ -1,5 +1,7 @@
 #include "hydro/checkpoint_dir.h"
 
+#include "dir_safety.h"
+
 #include <signal.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -14,26 +16,6 @@ namespace {
 
 constexpr const char* kStagingPrefix = ".tmp-";
 constexpr const char* kLinkPrefix = ".latest-";
-
-std::atomic<uint64_t> g_seq{0};
-
-// A name private to this process: two writers never collide.
-std::string private_suffix() {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, ".%d.%" PRIu64, static_cast<int>(::getpid()), g_seq.fetch_add(1));
-  return buf;
-}
-
-// Staging names end in ".<pid>.<seq>"; the pid tells whether its writer still lives.
-bool writer_alive(const std::string& name) {
-  size_t last = name.rfind('.');
-  if (last == std::string::npos || last == 0) return true;
-  size_t prev = name.rfind('.', last - 1);
-  if (prev == std::string::npos) return true;
-  long pid = std::strtol(name.c_str() + prev + 1, nullptr, 10);
-  if (pid <= 0) return true;
-  return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
-}
 
 }  // namespace
 
@@ -59,12 +41,13 @@ Status CheckpointDir::open(bool clean) {
   if (root_.empty() || root_[0] != '/')
     return Status::invalid_argument("checkpoint directory must be an absolute path, got '" + root_ + "'");
   HYDRO_RETURN_IF_ERROR(fs_.make_dirs(root_, 0700));
+  HYDRO_RETURN_IF_ERROR(check_root_trusted(root_));
   if (!clean) return Status::OK();
   std::vector<std::string> names;
   HYDRO_RETURN_IF_ERROR(fs_.list_dir(root_, &names));
   for (const auto& n : names) {
     bool ours = n.rfind(kStagingPrefix, 0) == 0 || n.rfind(kLinkPrefix, 0) == 0;
-    if (ours && !writer_alive(n)) HYDRO_RETURN_IF_ERROR(fs_.remove_tree(root_ + "/" + n));
+    if (ours && !writer_alive(root_, n)) HYDRO_RETURN_IF_ERROR(fs_.remove_tree(root_ + "/" + n));
   }
   return Status::OK();
 }

@@ -1,12 +1,23 @@
 #include "hydro/resume_choice.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <optional>
 #include <set>
 
 #include "hydro/checkpoint_dir.h"
+#include "dir_safety.h"
 
 namespace hydro {
 namespace {
+
+// A root that does not exist holds nothing to load; one that does must be the job's own.
+Status check_if_present(const std::string& root) {
+  struct stat st;
+  if (::stat(root.c_str(), &st) != 0 && errno == ENOENT) return Status::OK();
+  return check_root_trusted(root);
+}
 
 // "/ck/step-000000000500/" -> {"/ck", "step-000000000500"}
 std::pair<std::string, std::string> split_checkpoint_path(std::string path) {
@@ -18,12 +29,14 @@ std::pair<std::string, std::string> split_checkpoint_path(std::string path) {
 
 Status chosen_by_launcher(const std::string& resume_from, ResumeChoice* out) {
   auto [root, name] = split_checkpoint_path(resume_from);
+  HYDRO_RETURN_IF_ERROR(check_root_trusted(root));
   HYDRO_RETURN_IF_ERROR(CheckpointDir(root).verify(name, &out->manifest));
   out->path = resume_from;
   return Status::OK();
 }
 
 Status newest_valid(const std::string& root, const std::function<void(const std::string&)>& log, ResumeChoice* out) {
+  HYDRO_RETURN_IF_ERROR(check_if_present(root));
   CheckpointDir dir(root);
   std::optional<CheckpointInfo> found;  // verified by latest_valid()
   std::vector<std::string> warnings;
@@ -41,6 +54,7 @@ Status agreed_by_group(const Settings& s, CheckpointGroup& group, const std::fun
                        ResumeChoice* out) {
   // hydro-launch sets both; without HYDRO_CKPT_DIR, its choice's directory is this rank's root.
   const std::string root = !s.checkpoint_dir.empty() ? s.checkpoint_dir : split_checkpoint_path(s.resume_from).first;
+  HYDRO_RETURN_IF_ERROR(check_if_present(root));
   CheckpointDir dir(root);
   std::set<int64_t> loadable;
   for (const auto& c : dir.list()) {

@@ -83,4 +83,13 @@ Status Settings::from_env(Settings* out) {
   return from_env(out, [](const char* v) { return std::getenv(v); });
 }
 
+std::string default_checkpoint_dir_note() {
+  const char* is_default = std::getenv("HYDRO_CKPT_DIR_DEFAULT");
+  const char* dir = std::getenv("HYDRO_CKPT_DIR");
+  if (!is_default || std::string(is_default) != "1" || !dir || !*dir) return "";
+  return std::string("checkpoints go to ") + dir +
+         ", hydro's default (<submit directory>/hydro-checkpoints/<job id>): neither --hydro-checkpoint-dir nor "
+         "the admin's checkpoint_dir sets one";
+}
+
 }  // namespace hydro

@@ -49,6 +49,9 @@ Runtime::Runtime(Settings settings) : settings_(std::move(settings)) {
   start_signals(settings_, settings_.pause ? settings_.signals
                                            : settings_.signals.only({Action::checkpoint_exit, Action::checkpoint}));
   set_direct_io(settings_.direct_io);
+  // Announced once: by hydro-launch when it runs the program, else here by rank 0.
+  if (std::string note = default_checkpoint_dir_note(); settings_.rank == 0 && !note.empty() && !std::getenv(kLaunchReadyEnv))
+    log(note);
   tell_launcher_ready();  // hydro-launch may now ask for a checkpoint-and-exit
   try {
     if (settings_.world_size > 1 && settings_.mode != CheckpointMode::async && !settings_.checkpoint_dir.empty()) {

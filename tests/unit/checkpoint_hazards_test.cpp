@@ -1,7 +1,9 @@
 // The checkpoint directory against what others do to it: files swapped for symlinks or FIFOs,
-// several tasks cleaning one crash's leftovers at once, a manifest that fails to read once.
+// several tasks cleaning one crash's leftovers at once, a manifest that fails to read once, a root
+// other users can write to, another machine's writer on a shared directory.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -11,6 +13,7 @@
 #include "fault_fs.h"
 #include "hydro/checkpoint_dir.h"
 #include "hydro/manifest.h"
+#include "hydro/resume_choice.h"
 
 namespace hydro {
 namespace {
@@ -77,6 +80,66 @@ TEST(CheckpointDir, AForceSaveWhoseManifestFailsToReadIsNotPruned) {
   std::vector<std::string> names;
   for (const auto& c : dir.list()) names.push_back(c.name);
   EXPECT_EQ(names, (std::vector<std::string>{CheckpointDir::name_for(1), CheckpointDir::name_for(3)}));
+}
+
+// A root that another user owns, or that others can write to, could hold a planted `latest` and
+// checkpoint: refused for writing and for resuming, naming the directory and the fix.
+TEST(CheckpointDir, ARootOthersCanWriteToIsRefusedForSavingAndResuming) {
+  TempDir t;
+  const std::string root = t.path + "/ck";
+  {
+    CheckpointDir dir(root);
+    ASSERT_TRUE(dir.open().ok());
+    ASSERT_TRUE(write_checkpoint(dir, 5).ok());
+  }
+  ASSERT_EQ(::chmod(root.c_str(), 0770), 0);
+  Status s = CheckpointDir(root).open();
+  EXPECT_EQ(s.message(), "checkpoint directory " + root + " has mode 0770: other users could plant a checkpoint "
+                         "that the job loads; refusing it (chmod go-w " + root + ")");
+  Settings settings;
+  settings.checkpoint_dir = root;
+  ResumeChoice c;
+  EXPECT_EQ(choose_resume(settings, nullptr, [](const std::string&) {}, &c).message(), s.message());
+  settings.resume_from = root + "/step-000000000005";
+  EXPECT_EQ(choose_resume(settings, nullptr, [](const std::string&) {}, &c).message(), s.message());
+  ASSERT_EQ(::chmod(root.c_str(), 0700), 0);
+  EXPECT_TRUE(choose_resume(settings, nullptr, [](const std::string&) {}, &c).ok());
+
+  ASSERT_EQ(::chmod(t.path.c_str(), 0777), 0);  // a parent anyone may rename things in
+  s = CheckpointDir(root).open();
+  EXPECT_EQ(s.message(), "checkpoint directory " + root + ": " + t.path + " above it is writable by everyone without "
+                         "the sticky bit (mode 0777), so anyone could replace the directory; refusing it");
+  ASSERT_EQ(::chmod(t.path.c_str(), 01777), 0);  // like /tmp: fine
+  EXPECT_TRUE(CheckpointDir(root).open().ok());
+  ASSERT_EQ(::chmod(t.path.c_str(), 0700), 0);
+
+  if (::geteuid() == 0) {
+    ASSERT_EQ(::chown(root.c_str(), 65534, 65534), 0);
+    s = CheckpointDir(root).open();
+    EXPECT_EQ(s.message(), "checkpoint directory " + root + " is owned by uid 65534, not by uid 0 who runs the job: its "
+                           "owner could plant a checkpoint that the job loads; refusing it (give a directory of your own)");
+  }
+}
+
+// On a shared directory, a staging directory of a writer on another machine cannot be judged by
+// its pid here: it is kept, unless it is over a day old. One of this machine's dead writers goes.
+TEST(CheckpointDir, AnotherMachinesStagingIsKeptUnlessADayOld) {
+  TempDir t;
+  const std::string other = t.path + "/.tmp-step-000000000009.999999999.0@another-node";
+  const std::string stale_other = t.path + "/.tmp-step-000000000008.999999999.0@another-node";
+  char host[256] = {0};
+  ASSERT_EQ(::gethostname(host, sizeof host - 1), 0);
+  const std::string dead_here = t.path + "/.tmp-step-000000000007.999999999.0@" + host;
+  for (const auto& d : {other, stale_other, dead_here}) ASSERT_TRUE(posix_fs().make_dir(d, 0700).ok());
+  struct timeval two_days_ago[2];
+  ::gettimeofday(&two_days_ago[0], nullptr);
+  two_days_ago[0].tv_sec -= 2 * 24 * 3600;
+  two_days_ago[1] = two_days_ago[0];
+  ASSERT_EQ(::utimes(stale_other.c_str(), two_days_ago), 0);
+  ASSERT_TRUE(CheckpointDir(t.path).open().ok());
+  EXPECT_TRUE(posix_fs().exists(other)) << "another machine's live writer's staging was removed";
+  EXPECT_FALSE(posix_fs().exists(stale_other));
+  EXPECT_FALSE(posix_fs().exists(dead_here));
 }
 
 }  // namespace

@@ -50,6 +50,11 @@ struct Settings {
   static Status from_env(Settings* out);
 };
 
+// When the SPANK plugin chose hydro's default checkpoint directory (HYDRO_CKPT_DIR_DEFAULT=1: pause
+// on, and neither the user nor the admin set one), the line that tells the user where their
+// checkpoints go; otherwise "".
+std::string default_checkpoint_dir_note();
+
 // A whole number in [min, max]. `var` names the source in the error.
 Status parse_int(const char* var, const std::string& value, int64_t min, int64_t max, int64_t* out);
 
