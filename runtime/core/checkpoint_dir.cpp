@@ -163,6 +163,7 @@ Status CheckpointWriter::commit(CheckpointInfo* out) {
   const std::string final_path = root + "/" + name;
 
   // Not committed until the rename below: any failure leaves `latest` where it was.
+  manifest_.generation = dir_->newest_generation() + 1;
   std::string json = manifest_.to_json();
   std::unique_ptr<WritableFile> f;
   HYDRO_RETURN_IF_ERROR(fs.new_writable(staging_ + "/" + Manifest::kFileName, &f));
@@ -180,7 +181,13 @@ Status CheckpointWriter::commit(CheckpointInfo* out) {
     std::string aside = root + "/" + kStagingPrefix + "old-" + name + private_suffix();
     HYDRO_RETURN_IF_ERROR(fs.rename_noreplace(final_path, aside));
     s = fs.rename_noreplace(staging_, final_path);
-    (void)fs.remove_tree(aside);
+    if (s.ok()) {
+      (void)fs.remove_tree(aside);
+    } else if (Status back = fs.rename_noreplace(aside, final_path); !back.ok()) {
+      // Neither is in place: keep the old one aside (open() never cleans a live writer's), and say where.
+      return Status::io(s.message() + "; the earlier checkpoint of step " + std::to_string(manifest_.step) +
+                        " could not be put back and is in " + aside + ": " + back.message());
+    }
   }
   HYDRO_RETURN_IF_ERROR(s);
   done_ = true;
@@ -279,7 +286,7 @@ Status CheckpointDir::latest_valid(std::optional<CheckpointInfo>* out, std::vect
   } else if (s.code() != Code::not_found) {
     warnings->push_back(s.message());
   }
-  auto all = list();
+  auto all = in_commit_order();
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
     if (it->name == target) continue;
     Status v = verify(it->name);
@@ -299,20 +306,41 @@ Status CheckpointDir::prune(int keep_last) {
   (void)fs_.read_link(root_ + "/" + kLatest, &latest);
   // Oldest first. Only a checkpoint whose manifest was read and says it is not force_save is a
   // candidate: one that cannot be read now (a disk or NFS hiccup) may be a force_save, and stays.
-  std::vector<CheckpointInfo> candidates;
+  std::vector<std::pair<int64_t, CheckpointInfo>> candidates;  // (generation, checkpoint)
   for (auto& c : list()) {
-    std::string text;
     Manifest m;
-    const std::string mpath = c.path + "/" + Manifest::kFileName;
-    if (fs_.read_file(mpath, &text).ok() && Manifest::parse(text, mpath, &m).ok() && !m.keep)
-      candidates.push_back(std::move(c));
+    if (read_manifest(c.name, &m).ok() && !m.keep) candidates.emplace_back(m.generation, std::move(c));
   }
+  // In commit order, oldest first (a resume from an older checkpoint commits lower steps later).
+  std::stable_sort(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   int excess = static_cast<int>(candidates.size()) - keep_last;
   for (int i = 0; i < excess; ++i) {
-    if (candidates[i].name == latest) continue;
-    HYDRO_RETURN_IF_ERROR(fs_.remove_tree(candidates[i].path));
+    const CheckpointInfo& c = candidates[i].second;
+    if (c.name == latest || protected_.count(c.name)) continue;
+    HYDRO_RETURN_IF_ERROR(fs_.remove_tree(c.path));
   }
   return Status::OK();
+}
+
+std::vector<CheckpointInfo> CheckpointDir::in_commit_order() const {
+  std::vector<std::pair<int64_t, CheckpointInfo>> all;  // (generation, checkpoint), by step
+  for (auto& c : list()) {
+    Manifest m;
+    all.emplace_back(read_manifest(c.name, &m).ok() ? m.generation : 0, std::move(c));
+  }
+  std::stable_sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<CheckpointInfo> out;
+  for (auto& [g, c] : all) out.push_back(std::move(c));
+  return out;
+}
+
+int64_t CheckpointDir::newest_generation() const {
+  int64_t newest = 0;
+  for (const auto& c : list()) {
+    Manifest m;
+    if (read_manifest(c.name, &m).ok()) newest = std::max(newest, m.generation);
+  }
+  return newest;
 }
 
 }  // namespace hydro

@@ -40,6 +40,7 @@ std::string Manifest::to_json() const {
   j["world_size"] = world_size;
   if (sharded) j["sharded"] = true;
   if (keep) j["keep"] = true;
+  if (generation > 0) j["generation"] = generation;
   j["files"] = nlohmann::json::array();
   for (const auto& f : files)
     j["files"].push_back({{"name", f.name}, {"size", f.size}, {"xxh64", hex64(f.xxh64)}});
@@ -59,6 +60,7 @@ Status Manifest::parse(const std::string& text, const std::string& where, Manife
     m.world_size = j.at("world_size").get<int>();
     m.keep = j.value("keep", false);
     m.sharded = j.value("sharded", false);
+    m.generation = j.value("generation", int64_t{0});
     for (const auto& f : j.at("files")) {
       ManifestFile mf;
       mf.name = f.at("name").get<std::string>();

@@ -199,6 +199,7 @@ std::string Runtime::save_async(int64_t step, bool keep_always) {
   const std::string root = settings_.checkpoint_dir;
   persist_ = std::thread([this, root, step, keep_always, epoch = epoch_, items = std::move(items)] {
     CheckpointDir dir(root, posix_fs(), settings_.keep_last);  // commit() also prunes
+    if (settings_.world_size > 1 && !resumed_name_.empty()) dir.protect(resumed_name_);
     Status st = dir.open();
     std::unique_ptr<CheckpointWriter> writer;
     if (st.ok()) st = dir.begin(step, &writer);
@@ -252,6 +253,7 @@ int64_t Runtime::resume() {
     }
   }
   epoch_ = manifest.epoch;
+  resumed_name_ = CheckpointDir::name_for(manifest.step);
   log("resumed from " + path + " at step " + std::to_string(manifest.step));
   return manifest.step;
 }

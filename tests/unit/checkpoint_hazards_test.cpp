@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <optional>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -140,6 +142,68 @@ TEST(CheckpointDir, AnotherMachinesStagingIsKeptUnlessADayOld) {
   EXPECT_TRUE(posix_fs().exists(other)) << "another machine's live writer's staging was removed";
   EXPECT_FALSE(posix_fs().exists(stale_other));
   EXPECT_FALSE(posix_fs().exists(dead_here));
+}
+
+// The same step committed again (a job resumed from an older checkpoint got here again): when the
+// new one cannot be renamed into place, the old one is put back, not lost.
+TEST(CheckpointDir, ARecommitThatFailsPutsTheEarlierCheckpointBack) {
+  TempDir t;
+  FaultFs fs;
+  CheckpointDir dir(t.path, fs);
+  ASSERT_TRUE(dir.open().ok());
+  ASSERT_TRUE(write_checkpoint(dir, 5, "first").ok());
+  // The commit's renames: staging -> step (refused: it exists), step -> aside, staging -> step.
+  fs.fail_rename_noreplace_at = fs.renames_noreplace + 2;
+  EXPECT_FALSE(write_checkpoint(dir, 5, "second").ok());
+  Manifest m;
+  EXPECT_TRUE(dir.verify("step-000000000005", &m).ok()) << "the earlier step 5 was lost";
+  std::optional<CheckpointInfo> found;
+  std::vector<std::string> warnings;
+  ASSERT_TRUE(dir.latest_valid(&found, &warnings).ok());
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->step, 5);
+}
+
+// Resumed from step 100 while 200 and 300 exist: the job's new checkpoints (150, 160, 170) are
+// the ones kept, in commit order, and a corrupt newest one falls back to the one committed before
+// it, not to the old, higher step of another history.
+TEST(CheckpointDir, PruningAndFallbackGoByCommitOrderNotStep) {
+  TempDir t;
+  CheckpointDir dir(t.path, posix_fs(), /*keep_last=*/3);
+  ASSERT_TRUE(dir.open().ok());
+  for (int step : {100, 200, 300}) ASSERT_TRUE(write_checkpoint(dir, step).ok());
+  auto names = [&] {
+    std::set<int64_t> steps;
+    for (const auto& c : dir.list()) steps.insert(c.step);
+    return steps;
+  };
+  ASSERT_TRUE(write_checkpoint(dir, 150).ok());
+  EXPECT_EQ(names(), (std::set<int64_t>{150, 200, 300}));
+  ASSERT_TRUE(write_checkpoint(dir, 160).ok());
+  EXPECT_EQ(names(), (std::set<int64_t>{150, 160, 300})) << "the fresh 150 was pruned before the stale 200";
+  {
+    std::fstream f(t.path + "/step-000000000160/optimizer.pt", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(10);
+    f.put('X');
+  }
+  std::optional<CheckpointInfo> found;
+  std::vector<std::string> warnings;
+  ASSERT_TRUE(dir.latest_valid(&found, &warnings).ok());
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->step, 150) << "fell back to another history's step";
+  ASSERT_TRUE(write_checkpoint(dir, 170).ok());
+  EXPECT_EQ(names(), (std::set<int64_t>{150, 160, 170}));
+}
+
+TEST(CheckpointDir, AProtectedCheckpointIsNeverPruned) {
+  TempDir t;
+  CheckpointDir dir(t.path, posix_fs(), /*keep_last=*/1);
+  ASSERT_TRUE(dir.open().ok());
+  dir.protect("step-000000000001");
+  for (int step = 1; step <= 3; ++step) ASSERT_TRUE(write_checkpoint(dir, step).ok());
+  EXPECT_TRUE(posix_fs().exists(t.path + "/step-000000000001"));
+  EXPECT_FALSE(posix_fs().exists(t.path + "/step-000000000002"));
+  EXPECT_TRUE(posix_fs().exists(t.path + "/step-000000000003"));
 }
 
 }  // namespace

@@ -21,6 +21,8 @@ class FaultFs : public Fs {
   int fail_dir_sync_at = -1;     // the Nth directory fsync fails with EIO
   int writes = 0, syncs = 0, dir_syncs = 0;
   std::string fail_read_of;      // reading this file fails with EIO (a disk or NFS hiccup)
+  int fail_rename_noreplace_at = -1;  // the Nth no-replace rename (0-based) fails with EIO
+  int renames_noreplace = 0;
 
   Status new_writable(const std::string& path, std::unique_ptr<WritableFile>* out) override;
   Status read_file(const std::string& p, std::string* o) override {
@@ -36,7 +38,10 @@ class FaultFs : public Fs {
     if (dir_syncs++ == fail_dir_sync_at) return Status::from_errno(EIO, "fsync directory " + p);
     return real_.sync_dir(p);
   }
-  Status rename_noreplace(const std::string& a, const std::string& b) override { return real_.rename_noreplace(a, b); }
+  Status rename_noreplace(const std::string& a, const std::string& b) override {
+    if (renames_noreplace++ == fail_rename_noreplace_at) return Status::from_errno(EIO, "rename " + a + " to " + b);
+    return real_.rename_noreplace(a, b);
+  }
   Status rename(const std::string& a, const std::string& b) override { return real_.rename(a, b); }
   Status symlink(const std::string& t, const std::string& l) override { return real_.symlink(t, l); }
   Status read_link(const std::string& p, std::string* t) override { return real_.read_link(p, t); }

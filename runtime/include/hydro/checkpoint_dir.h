@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -125,11 +126,17 @@ class CheckpointDir {
   // The newest checkpoint that verifies: `latest` first, then the others newest first.
   // Sets *out to nullopt when there is none. Problems found on the way go to *warnings.
   Status latest_valid(std::optional<CheckpointInfo>* out, std::vector<std::string>* warnings) const;
-  // Committed checkpoints, oldest first (not verified).
+  // Committed checkpoints, lowest step first (not verified).
   std::vector<CheckpointInfo> list() const;
-  // Deletes all but the newest `keep_last` checkpoints. Never deletes `latest`'s target or a
-  // force_save checkpoint (manifest "keep"), and those do not count toward keep_last.
+  // The same in commit order (the manifests' generation, then step), oldest first.
+  std::vector<CheckpointInfo> in_commit_order() const;
+  // Deletes all but the `keep_last` newest committed checkpoints (commit order, not step). Never
+  // deletes `latest`'s target, a protected one, or a force_save checkpoint (manifest "keep"), and
+  // force_saves do not count toward keep_last.
   Status prune(int keep_last);
+  // Never pruned by this object: e.g. the checkpoint the job resumed from, which other ranks may
+  // still be reading (async mode, where rank 0 runs ahead without a vote).
+  void protect(const std::string& name) { protected_.insert(name); }
 
   static std::string name_for(int64_t step);
   static bool parse_name(const std::string& name, int64_t* step);
@@ -137,6 +144,8 @@ class CheckpointDir {
  private:
   friend class CheckpointWriter;
   Status swap_latest(const std::string& name);
+  int64_t newest_generation() const;
+  std::set<std::string> protected_;
   std::string root_;
   Fs& fs_;
   int keep_last_;

@@ -24,6 +24,10 @@ struct Manifest {
   int world_size = 1;
   bool keep = false;  // force_save: never removed by keep_last
   bool sharded = false;  // every rank's state is in rank-R/ (sync modes with several ranks)
+  // Commit order in its directory: one more than the newest there at commit (0: hydro before 0.x
+  // wrote none). A job resumed from an older checkpoint commits lower steps after higher ones;
+  // pruning and the fallback of latest_valid() go by this order, not by step.
+  int64_t generation = 0;
   std::string hydro_version;
   std::vector<ManifestFile> files;
 

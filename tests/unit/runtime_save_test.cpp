@@ -1,0 +1,333 @@
+// The libtorch glue's checkpoints beyond the basics: extras, force_save, atomic_save, async mode
+// (the state as it was at save, a failure thrown later, the resume checkpoint kept for slower
+// ranks), and the suspend checkpoint.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <atomic>
+#include <fstream>
+#include <thread>
+
+#include "fault_fs.h"
+#include "hydro/checkpoint_dir.h"
+#include "hydro/pause_gate.h"
+#include "hydro/runtime.h"
+#include "runtime_fixture.h"
+
+namespace hydro {
+namespace {
+
+using test::eventually;
+using test::make_model;
+using test::RuntimeTest;
+using test::same_bits;
+using test::train_step;
+
+}  // namespace
+}  // namespace hydro
+
+namespace hydro {
+namespace {
+
+TEST_F(RuntimeTest, ExtrasTensorsAndStringsAreSavedAndRestored) {
+  test::TempDir dir;
+  torch::Tensor ema = torch::arange(6, torch::kFloat).reshape({2, 3});
+  std::string phase = "warmup";
+  {
+    Runtime rt(settings(dir.path + "/ck"));
+    rt.track("ema", ema);
+    rt.track("phase", phase);
+    rt.save(4);
+  }
+  torch::Tensor saved = ema.clone();
+  ema = torch::zeros({5});
+  phase = "changed";
+  Runtime rt(settings(dir.path + "/ck"));
+  rt.track("ema", ema);
+  rt.track("phase", phase);
+  EXPECT_EQ(rt.resume(), 4);
+  EXPECT_TRUE(same_bits(ema, saved));
+  EXPECT_EQ(phase, "warmup");
+}
+
+TEST_F(RuntimeTest, ForceSaveIsKeptPastKeepLast) {
+  test::TempDir dir;
+  Settings s = settings(dir.path + "/ck");
+  s.keep_last = 1;
+  Runtime rt(s);
+  auto model = make_model();
+  rt.track("model", *model);
+  rt.save(1);
+  rt.save(2, /*keep_always=*/true);
+  for (int step = 3; step <= 5; ++step) rt.save(step);
+  rt.wait_idle();
+  std::vector<int64_t> steps;
+  for (const auto& c : CheckpointDir(dir.path + "/ck").list()) steps.push_back(c.step);
+  EXPECT_EQ(steps, (std::vector<int64_t>{2, 5}));
+}
+
+TEST_F(RuntimeTest, AtomicSaveWritesWhatTorchLoadReadsAndLeavesNoTemporary) {
+  test::TempDir dir;
+  auto a = make_model();
+  auto b = make_model();
+  const std::string path = dir.path + "/model.pt";
+  atomic_save(a, path);
+  atomic_save(a, path);  // replaces it
+  torch::load(b, path);
+  for (size_t i = 0; i < a->parameters().size(); ++i)
+    EXPECT_TRUE(same_bits(a->parameters()[i], b->parameters()[i]));
+  std::vector<std::string> names;
+  ASSERT_TRUE(posix_fs().list_dir(dir.path, &names).ok());
+  EXPECT_EQ(names, std::vector<std::string>{"model.pt"});
+  try {
+    atomic_save(a, dir.path + "/missing/model.pt");
+    ADD_FAILURE() << "no error for a missing directory";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("create " + dir.path + "/missing/.model.pt.tmp-"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace hydro
+
+namespace hydro {
+namespace {
+
+torch::nn::Sequential make_bn_model() {
+  return torch::nn::Sequential(torch::nn::Linear(8, 32), torch::nn::BatchNorm1d(32), torch::nn::ReLU(),
+                               torch::nn::Linear(32, 4));
+}
+
+std::vector<torch::Tensor> state_of(torch::nn::Module& m) {
+  std::vector<torch::Tensor> out;
+  for (const auto& p : m.parameters()) out.push_back(p.detach().clone());
+  for (const auto& b : m.buffers()) out.push_back(b.detach().clone());
+  return out;
+}
+
+// Async: save() copies the state and returns; training goes on while a background thread writes.
+// The checkpoint holds the state as it was at save() (weights, BatchNorm buffers, Adam's moments),
+// so resuming from it and training on gives the same bits as the run that never stopped.
+TEST_F(RuntimeTest, AsyncSaveWritesTheStateAsItWasAtSaveWhileTrainingGoesOn) {
+  for (bool adam : {true, false}) {
+    test::TempDir t;
+    Settings s = settings(t.path);
+    s.mode = CheckpointMode::async;
+    torch::manual_seed(3);
+    auto a = make_bn_model();
+    std::unique_ptr<torch::optim::Optimizer> opt_a;
+    if (adam) opt_a = std::make_unique<torch::optim::Adam>(a->parameters(), torch::optim::AdamOptions(0.01));
+    else opt_a = std::make_unique<torch::optim::SGD>(a->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+    std::vector<torch::Tensor> after;
+    {
+      Runtime rt(s);
+      rt.track("model", *a);
+      rt.track("optimizer", *opt_a);
+      for (int i = 0; i < 3; ++i) train_step(a, *opt_a);
+      rt.set_epoch(7);
+      EXPECT_EQ(rt.save(3), t.path + "/step-000000000003");
+      for (int i = 0; i < 4; ++i) train_step(a, *opt_a);  // while the write may be in flight
+      rt.wait_idle();
+      after = state_of(*a);
+    }
+    torch::manual_seed(42);
+    auto b = make_bn_model();
+    std::unique_ptr<torch::optim::Optimizer> opt_b;
+    if (adam) opt_b = std::make_unique<torch::optim::Adam>(b->parameters(), torch::optim::AdamOptions(0.01));
+    else opt_b = std::make_unique<torch::optim::SGD>(b->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+    Runtime rt(s);
+    rt.track("model", *b);
+    rt.track("optimizer", *opt_b);
+    EXPECT_EQ(rt.resume(), 3);
+    EXPECT_EQ(rt.epoch(), 7);
+    for (int i = 0; i < 4; ++i) train_step(b, *opt_b);
+    auto got = state_of(*b);
+    ASSERT_EQ(got.size(), after.size());
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(same_bits(got[i], after[i])) << (adam ? "adam " : "sgd ") << i;
+  }
+}
+
+TEST_F(RuntimeTest, AsyncTermWaitsForTheWriteInFlightThenCommitsItsOwn) {
+  test::TempDir t;
+  Settings s = settings(t.path);
+  s.mode = CheckpointMode::async;
+  Runtime rt(s);
+  auto model = make_model();
+  torch::Tensor extra = torch::randn({1000, 100});
+  rt.track("model", *model);
+  rt.track("extra", extra);
+  rt.save(2);
+  ::kill(::getpid(), SIGTERM);
+  ASSERT_TRUE(eventually([] { return PauseGate::instance().exit_requested(); }));
+  EXPECT_FALSE(rt.step_end(3));  // returns once step 3 is committed
+  CheckpointDir dir(t.path);
+  EXPECT_TRUE(dir.verify("step-000000000002").ok());
+  EXPECT_TRUE(dir.verify("step-000000000003").ok());
+  std::string latest;
+  ASSERT_TRUE(posix_fs().read_link(t.path + "/latest", &latest).ok());
+  EXPECT_EQ(latest, "step-000000000003");
+}
+
+TEST_F(RuntimeTest, ASamplersPositionIsSavedAndRestored) {
+  test::TempDir t;
+  for (auto mode : {CheckpointMode::sync_any, CheckpointMode::async}) {
+    Settings s = settings(t.path + "/" + mode_name(mode));
+    s.mode = mode;
+    torch::data::samplers::SequentialSampler a(100);
+    {
+      Runtime rt(s);
+      rt.track("sampler", a);
+      a.next(30);
+      rt.save(1);
+      rt.wait_idle();
+    }
+    torch::data::samplers::SequentialSampler b(100);
+    Runtime rt(s);
+    rt.track("sampler", b);
+    EXPECT_EQ(rt.resume(), 1);
+    auto got = b.next(1);
+    ASSERT_TRUE(got);
+    EXPECT_EQ((*got)[0], 30u) << mode_name(mode);
+  }
+}
+
+// Async mode with several ranks: rank 0 runs ahead without a vote, so it must not prune the
+// checkpoint the ranks resumed from while the others may still be reading it.
+TEST_F(RuntimeTest, AsyncRankZeroNeverPrunesTheCheckpointTheRanksResumedFrom) {
+  test::TempDir t;
+  Settings s = settings(t.path);
+  s.mode = CheckpointMode::async;
+  s.keep_last = 1;
+  auto model = make_model();
+  {
+    Runtime rt(s);
+    rt.track("model", *model);
+    rt.save(5);
+    rt.wait_idle();
+  }
+  s.world_size = 2;  // rank 0 of two
+  Runtime rt(s);
+  rt.track("model", *model);
+  ASSERT_EQ(rt.resume(), 5);
+  for (int step = 6; step <= 8; ++step) {
+    rt.save(step);
+    rt.wait_idle();
+  }
+  CheckpointDir dir(t.path);
+  EXPECT_TRUE(dir.verify("step-000000000005").ok()) << "pruned while another rank may read it";
+  EXPECT_TRUE(dir.verify("step-000000000008").ok());
+  EXPECT_FALSE(posix_fs().exists(t.path + "/step-000000000006")) << "keep_last=1 still holds for the rest";
+}
+
+TEST_F(RuntimeTest, AFailedAsyncWriteIsThrownByTheNextSave) {
+  test::TempDir t;
+  { std::ofstream(t.path + "/file") << "x"; }
+  Settings s = settings(t.path + "/file/ck");  // cannot be created: a file is in the way
+  s.mode = CheckpointMode::async;
+  Runtime rt(s);
+  auto model = make_model();
+  rt.track("model", *model);
+  rt.save(1);  // returns at once; the write fails in the background
+  try {
+    rt.save(2);
+    FAIL() << "no error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("hydro: async checkpoint failed: "), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(t.path + "/file/ck"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace hydro
+
+namespace hydro {
+namespace {
+
+// HYDRO_SUSPEND_CHECKPOINT=auto: a small state saves well within the 2 s before SIGSTOP, so
+// SIGTSTP lets the step end, commits a checkpoint of that step, then pauses; SIGCONT resumes.
+// With off, SIGTSTP pauses at the next operator and writes nothing.
+void suspend_run(bool suspend_checkpoint, bool* checkpointed, bool* op_armed) {
+  test::TempDir t;
+  auto model = make_model();
+  torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.1));
+  Settings s;
+  s.checkpoint_dir = t.path;
+  s.keep_last = 0;
+  s.suspend_checkpoint = suspend_checkpoint;
+  Runtime rt(s);
+  rt.track("model", *model);
+  rt.track("optimizer", opt);
+  train_step(model, opt);
+  rt.step_end(1);
+  rt.save(1);  // the first checkpoint measures how long one takes
+  std::atomic<bool> stop{false};
+  std::atomic<long> last{1};
+  std::thread trainer([&] {
+    for (long step = 2; !stop; ++step) {
+      train_step(model, opt);
+      rt.step_end(step);
+      last = step;
+    }
+  });
+  ASSERT_TRUE(eventually([&] { return last > 5; }));
+  ::kill(::getpid(), SIGTSTP);
+  ASSERT_TRUE(eventually([] { return PauseGate::instance().threads_waiting() == 1; }));
+  *op_armed = operator_pause_armed();
+  const long held = last;
+  CheckpointDir dir(t.path);
+  std::optional<CheckpointInfo> latest;
+  std::vector<std::string> warnings;
+  ASSERT_TRUE(dir.latest_valid(&latest, &warnings).ok());
+  *checkpointed = latest && latest->step > 1;
+  if (*checkpointed) EXPECT_EQ(latest->step, held + 1) << "the checkpoint is of the step that ended at the pause";
+  ::kill(::getpid(), SIGCONT);
+  ASSERT_TRUE(eventually([&] { return last > held + 1; }));
+  stop = true;
+  trainer.join();
+}
+
+TEST_F(RuntimeTest, SuspendCommitsACheckpointFirstWhenItFitsInTheTwoSeconds) {
+  bool checkpointed = false, op_armed = true;
+  suspend_run(true, &checkpointed, &op_armed);
+  EXPECT_TRUE(checkpointed);
+  EXPECT_FALSE(op_armed) << "the step was let end, not paused at an operator";
+}
+
+TEST_F(RuntimeTest, SuspendCheckpointOffPausesAtAnOperatorAndWritesNothing) {
+  bool checkpointed = true, op_armed = false;
+  suspend_run(false, &checkpointed, &op_armed);
+  EXPECT_FALSE(checkpointed);
+  EXPECT_TRUE(op_armed);
+}
+
+}  // namespace
+}  // namespace hydro
+
+namespace hydro {
+namespace {
+
+// A checkpoint from a different model: the error names the file and the tensor, and both shapes.
+TEST_F(RuntimeTest, ACheckpointOfADifferentModelNamesTheTensorAndBothShapes) {
+  test::TempDir t;
+  {
+    auto model = make_model();  // Linear(8, 32), ReLU, Linear(32, 4)
+    Runtime rt(settings(t.path));
+    rt.track("model", *model);
+    rt.save(1);
+  }
+  torch::nn::Sequential other(torch::nn::Linear(8, 16), torch::nn::ReLU(), torch::nn::Linear(16, 4));
+  Runtime rt(settings(t.path));
+  rt.track("model", *other);
+  try {
+    rt.resume();
+    FAIL() << "resumed a checkpoint of another model";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "hydro: invalid argument: checkpoint " + t.path + "/step-000000000001: model.pt: tensor '0.weight' "
+              "has shape [32, 8], the model's is [16, 8] (a checkpoint of a different model?)");
+  }
+}
+
+}  // namespace
+}  // namespace hydro
