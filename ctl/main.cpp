@@ -1,13 +1,14 @@
 // hydroctl: act on a running hydro job, or inspect its checkpoints. Core only, never libtorch.
 //
 //   hydroctl pause|resume|checkpoint JOBID      scancel --full --signal=USR1|USR2|WINCH JOBID
-//   hydroctl pause|resume|checkpoint --pid PID  kill(PID, ...)
+//   hydroctl pause|resume|checkpoint --pid PID  pidfd_send_signal(pidfd_open(PID), ...)
 //   hydroctl status DIR|JOBID                   the checkpoints, verified
 // Only the owner of the job or process, or root, may act: hydroctl refuses anyone else itself,
 // before Slurm or the kernel would.
 #include <CLI/CLI.hpp>
 #include <pwd.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -43,13 +44,31 @@ long owner_of(pid_t pid) {
   return -1;
 }
 
+// glibc 2.36's <sys/pidfd.h> declares these without extern "C": call the kernel directly.
+int pidfd_open(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
+int pidfd_signal(int fd, int sig) { return static_cast<int>(::syscall(SYS_pidfd_send_signal, fd, sig, nullptr, 0)); }
+
+// Through a pidfd: it names the process that was there when it was opened, so the owner read
+// from /proc and the signal are of the same process, even if the pid is reused in between (a
+// plain check-then-kill could signal whatever process took the pid meanwhile).
 int signal_pid(pid_t pid, int sig, const char* what) {
+  const std::string p = std::to_string(pid);
+  int fd = pidfd_open(pid);
+  if (fd < 0) return fail(errno == ESRCH ? "no process " + p : "pidfd_open " + p + ": " + std::strerror(errno));
   long uid = owner_of(pid);
-  if (uid < 0) return fail("no process " + std::to_string(pid));
-  if (::getuid() != 0 && uid != static_cast<long>(::getuid()))
-    return fail("process " + std::to_string(pid) + " belongs to uid " + std::to_string(uid) +
-                "; only its owner or root may " + what + " it");
-  if (::kill(pid, sig) != 0) return fail(std::string(what) + " " + std::to_string(pid) + ": " + std::strerror(errno));
+  // Still alive now: the /proc entry read above was this process's, not a successor's.
+  if (uid < 0 || (pidfd_signal(fd, 0) != 0 && errno == ESRCH)) {
+    ::close(fd);
+    return fail("no process " + p);
+  }
+  if (::getuid() != 0 && uid != static_cast<long>(::getuid())) {
+    ::close(fd);
+    return fail("process " + p + " belongs to uid " + std::to_string(uid) + "; only its owner or root may " + what + " it");
+  }
+  int rc = pidfd_signal(fd, sig);
+  int err = errno;
+  ::close(fd);
+  if (rc != 0) return fail(std::string(what) + " " + p + ": " + std::strerror(err));
   std::printf("hydroctl: sent %s to process %d (%s)\n", hydro::signal_name(sig).c_str(), pid, what);
   return 0;
 }
