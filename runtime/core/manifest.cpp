@@ -41,6 +41,8 @@ std::string Manifest::to_json() const {
   if (sharded) j["sharded"] = true;
   if (keep) j["keep"] = true;
   if (generation > 0) j["generation"] = generation;
+  if (threads > 0) j["threads"] = threads;
+  if (blas_threads > 0) j["blas_threads"] = blas_threads;
   j["files"] = nlohmann::json::array();
   for (const auto& f : files)
     j["files"].push_back({{"name", f.name}, {"size", f.size}, {"xxh64", hex64(f.xxh64)}});
@@ -61,6 +63,8 @@ Status Manifest::parse(const std::string& text, const std::string& where, Manife
     m.keep = j.value("keep", false);
     m.sharded = j.value("sharded", false);
     m.generation = j.value("generation", int64_t{0});
+    m.threads = j.value("threads", 0);
+    m.blas_threads = j.value("blas_threads", 0);
     for (const auto& f : j.at("files")) {
       ManifestFile mf;
       mf.name = f.at("name").get<std::string>();

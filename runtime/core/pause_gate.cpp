@@ -8,10 +8,13 @@
 #include <unistd.h>
 
 #include <pthread.h>
+#include <sched.h>
+#include <time.h>
 
 #include <cerrno>
 #include <chrono>
 #include <climits>
+#include <cstdlib>
 #include <mutex>
 #include <thread>
 
@@ -39,14 +42,26 @@ std::mutex g_lifecycle;
 // worker that Slurm signals with the rest of the step neither dies under the parent's loop nor
 // writes into the parent's pipe. exec() resets them to the default.
 std::atomic<pid_t> g_owner{0};
+// One of our handlers at a time, on any thread. sa_mask keeps them from nesting on one thread,
+// but the kernel may run a pause's handler on one thread and a resume's on another at once: a
+// resume between the pause's note and its request would be overwritten by the pause, and lost.
+std::atomic_flag g_handling = ATOMIC_FLAG_INIT;
+// Test hook (HYDRO_TEST_PAUSE_HANDLER_DELAY_US, read at start()): a pause's handler sleeps this
+// long between its note and its request, so a test can land a resume there.
+long g_test_pause_delay_ns = 0;
 
 void handler(int signo, siginfo_t* info, void* ucontext) {
   const int saved_errno = errno;
   if (::getpid() != g_owner.load(std::memory_order_relaxed)) return;
   const int a = g_action[signo].load(std::memory_order_relaxed) - 1;
   PauseGate& gate = PauseGate::instance();
+  while (g_handling.test_and_set(std::memory_order_acquire)) ::sched_yield();  // another thread's handler
   if (a == static_cast<int>(Action::pause)) {
     gate.note_pause_signal(signo);
+    if (g_test_pause_delay_ns > 0) {
+      struct timespec ts {g_test_pause_delay_ns / 1000000000, g_test_pause_delay_ns % 1000000000};
+      ::nanosleep(&ts, nullptr);
+    }
     gate.request_pause();
   }
   else if (a == static_cast<int>(Action::resume)) gate.request_resume();
@@ -57,6 +72,7 @@ void handler(int signo, siginfo_t* info, void* ucontext) {
     ssize_t ignored = ::write(g_pipe[1], &b, 1);  // full pipe: the watcher is behind; fine
     (void)ignored;
   }
+  g_handling.clear(std::memory_order_release);
   // Chain to a handler installed before ours (never to SIG_DFL: that would stop or kill us).
   const struct sigaction& prev = g_previous[signo];
   if (prev.sa_flags & SA_SIGINFO) {
@@ -86,6 +102,7 @@ void watch(SignalBridge::Listener listener) {
 // parent (the child's operators must not block on a release that only the parent would get), and
 // the parent's wakeup pipe is the parent's.
 void after_fork_in_child() {
+  g_handling.clear();  // a parent's thread may have been inside a handler at the fork
   PauseGate::instance().forget();
   if (g_pipe[0] >= 0) ::close(g_pipe[0]);
   if (g_pipe[1] >= 0) ::close(g_pipe[1]);
@@ -141,6 +158,7 @@ void PauseGate::forget() noexcept {
 void PauseGate::reset_for_test() noexcept {
   clear_requests();
   request_resume();
+  note_pause_signal(0);
 }
 
 Status SignalBridge::start(const SignalMap& map, Listener listener) {
@@ -150,6 +168,8 @@ Status SignalBridge::start(const SignalMap& map, Listener listener) {
   std::call_once(at_fork, [] { ::pthread_atfork(nullptr, nullptr, after_fork_in_child); });
   if (::pipe2(g_pipe, O_CLOEXEC) != 0) return Status::from_errno(errno, "pipe for the signal watcher");
   g_owner.store(::getpid());
+  const char* delay = std::getenv("HYDRO_TEST_PAUSE_HANDLER_DELAY_US");
+  g_test_pause_delay_ns = delay ? std::atol(delay) * 1000L : 0;
   ::fcntl(g_pipe[1], F_SETFL, O_NONBLOCK);
   // While one of our handlers runs, the others wait: a resume that landed inside a pause's
   // handler (between its note and its request) would otherwise be overwritten by it, and lost.

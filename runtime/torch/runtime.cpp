@@ -13,6 +13,7 @@
 #include "hydro/checkpoint_dir.h"
 #include "hydro/checkpoint_group.h"
 #include "hydro/tcp_store.h"
+#include "compute_threads.h"
 #include "operator_pause.h"
 #include "snapshot.h"
 #include "tracked.h"
@@ -160,6 +161,8 @@ std::string Runtime::save(int64_t step, bool keep_always) {
   // Several ranks: the committing rank prunes as part of its commit; one rank: a background thread.
   CheckpointDir dir(settings_.checkpoint_dir, posix_fs(), grouped() ? settings_.keep_last : 0);
   auto fill = [&](CheckpointWriter& w) -> Status {
+    const ComputeThreads threads = compute_threads();
+    w.set_threads(threads.aten, threads.blas);
     for (const auto& t : tracked_) {
       HYDRO_RETURN_IF_ERROR(write_item(w, t));
       if (killed_in_save_for_test(settings_.rank, step)) ::raise(SIGKILL);
@@ -197,7 +200,8 @@ std::string Runtime::save_async(int64_t step, bool keep_always) {
   for (const auto& t : tracked_) items.push_back({t.name + ".pt", t.capture(*pool_)});
   items.push_back({"rng.pt", rng_item().capture(*pool_)});
   const std::string root = settings_.checkpoint_dir;
-  persist_ = std::thread([this, root, step, keep_always, epoch = epoch_, items = std::move(items)] {
+  persist_ = std::thread([this, root, step, keep_always, epoch = epoch_, threads = compute_threads(),
+                          items = std::move(items)] {
     CheckpointDir dir(root, posix_fs(), settings_.keep_last);  // commit() also prunes
     if (settings_.world_size > 1 && !resumed_name_.empty()) dir.protect(resumed_name_);
     Status st = dir.open();
@@ -206,6 +210,7 @@ std::string Runtime::save_async(int64_t step, bool keep_always) {
     if (st.ok()) {
       writer->set_keep(keep_always);
       writer->set_epoch(epoch);
+      writer->set_threads(threads.aten, threads.blas);
     }
     try {
       for (const auto& it : items)
@@ -255,6 +260,8 @@ int64_t Runtime::resume() {
   epoch_ = manifest.epoch;
   resumed_name_ = CheckpointDir::name_for(manifest.step);
   log("resumed from " + path + " at step " + std::to_string(manifest.step));
+  const std::string threads = compute_threads_note({manifest.threads, manifest.blas_threads}, compute_threads());
+  if (!threads.empty()) log(threads);
   return manifest.step;
 }
 

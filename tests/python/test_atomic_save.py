@@ -41,7 +41,7 @@ def test_a_missing_directory_is_named(tmp_path):
 def test_a_full_disk_is_an_error_naming_the_file_and_keeps_the_old_one(tmp_path):
     mnt = tmp_path / "small"
     mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], check=True)  # root, as CI
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", str(mnt)], check=True)  # root, as CI
     try:
         p = mnt / "x.pt"
         hydro.atomic_save(torch.ones(1000), p)

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import hydro
+from conftest import hydro_env
 
 
 def model_and_opt():
@@ -199,7 +200,7 @@ def test_async_checkpoints_hold_the_state_at_save_and_are_what_torch_save_writes
 def test_a_full_disk_under_an_async_write_is_an_error_not_a_crash(env, tmp_path):
     mnt = tmp_path / "small"
     mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], check=True)  # root, as CI
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", str(mnt)], check=True)  # root, as CI
     try:
         env.setenv("HYDRO_CKPT_DIR", str(mnt))
         env.setenv("HYDRO_CKPT_MODE", "async")
@@ -231,3 +232,28 @@ def test_a_forked_child_ignores_the_parents_signals_and_can_start_its_own_runtim
                 os._exit(code)
         _, status = os.waitpid(pid, 0)
         assert os.waitstatus_to_exitcode(status) == 0
+
+
+SAVE_OR_RESUME = """
+import sys, torch, hydro
+m = torch.nn.Linear(4, 4)
+with hydro.Runtime() as rt:
+    rt.track("model", m)
+    rt.save(5) if sys.argv[1] == "save" else print(rt.resume())
+"""
+
+
+def test_a_resume_with_another_openblas_thread_count_says_so(python, tmp_path):
+    """BLAS splits sums by thread count, and torch.set_num_threads leaves OpenBLAS's pool alone: a
+    resume with another OPENBLAS_NUM_THREADS than the checkpoint's names it, and the count to set."""
+    def run(what, blas):
+        extra = {"HYDRO_CKPT_DIR": str(tmp_path), "OPENBLAS_NUM_THREADS": blas}
+        out = subprocess.run([python, "-c", SAVE_OR_RESUME, what], env=hydro_env(extra), capture_output=True,
+                             text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        return out.stderr
+    run("save", "2")
+    assert json.loads((tmp_path / "latest" / "manifest.json").read_text())["blas_threads"] == 2
+    assert "other thread counts" not in run("resume", "2")
+    err = run("resume", "1")
+    assert "OpenBLAS's threads 2 then, 1 now" in err and "OPENBLAS_NUM_THREADS=2" in err, err

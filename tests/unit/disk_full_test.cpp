@@ -19,7 +19,7 @@ struct SmallFs {
   test::TempDir dir;
   bool mounted = false;
   SmallFs() {
-    mounted = ::mount("tmpfs", dir.path.c_str(), "tmpfs", 0, "size=1m") == 0;
+    mounted = ::mount("tmpfs", dir.path.c_str(), "tmpfs", 0, "size=1m,mode=0700") == 0;
     err = errno;
   }
   ~SmallFs() {

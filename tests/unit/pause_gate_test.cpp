@@ -82,6 +82,65 @@ TEST_F(PauseGateTest, OurHandlersNeverInterruptEachOther) {
   }
 }
 
+// The kernel may run a pause's handler on one thread and a resume's on another at the same time.
+// Here the pause's handler is held (a test hook) between noting the signal and requesting the
+// pause, and a resume lands on another thread just then: it must wait for the pause's handler and
+// win, not be overwritten by it.
+TEST_F(PauseGateTest, AResumeHandledOnAnotherThreadDuringAPausesHandlerIsNotLost) {
+  ::setenv("HYDRO_TEST_PAUSE_HANDLER_DELAY_US", "300000", 1);
+  std::atomic<int> seen{0};
+  Status st = SignalBridge::start(SignalMap::defaults(), [&](int, Action) { ++seen; });
+  ::unsetenv("HYDRO_TEST_PAUSE_HANDLER_DELAY_US");
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  // Two threads that take signals; this one does not (so each signal goes where it is sent).
+  sigset_t ours, old;
+  sigemptyset(&ours);
+  sigaddset(&ours, SIGUSR1);
+  sigaddset(&ours, SIGUSR2);
+  ::pthread_sigmask(SIG_BLOCK, &ours, &old);
+  std::atomic<bool> stop{false};
+  auto idle = [&] {
+    ::pthread_sigmask(SIG_UNBLOCK, &ours, nullptr);
+    while (!stop) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  };
+  std::thread a(idle), b(idle);
+  ::pthread_kill(a.native_handle(), SIGUSR1);
+  ASSERT_TRUE(eventually([&] { return gate.pause_signal() == SIGUSR1; }));  // inside the pause's handler
+  ::pthread_kill(b.native_handle(), SIGUSR2);
+  ASSERT_TRUE(eventually([&] { return seen == 2; }));
+  EXPECT_FALSE(gate.pause_pending()) << "the resume sent after the pause was lost";
+  stop = true;
+  a.join();
+  b.join();
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
+// What the README's "Signal order" rests on: of SIGTSTP and SIGCONT only the later is ever
+// pending (the kernel drops the other), so hydro-launch, which reads them in number order from a
+// signalfd, can never forward a resume before the suspend it follows.
+TEST(SignalOrder, OfSuspendAndResumeOnlyTheLaterIsEverPending) {
+  sigset_t both, old, pending;
+  sigemptyset(&both);
+  sigaddset(&both, SIGTSTP);
+  sigaddset(&both, SIGCONT);
+  ASSERT_EQ(::pthread_sigmask(SIG_BLOCK, &both, &old), 0);
+  auto pending_now = [&](int sig) {
+    sigpending(&pending);
+    return sigismember(&pending, sig) == 1;
+  };
+  ::raise(SIGTSTP);
+  ::raise(SIGCONT);
+  EXPECT_TRUE(pending_now(SIGCONT));
+  EXPECT_FALSE(pending_now(SIGTSTP)) << "a resume left the suspend before it pending";
+  ::raise(SIGTSTP);
+  EXPECT_TRUE(pending_now(SIGTSTP));
+  EXPECT_FALSE(pending_now(SIGCONT)) << "a suspend left the resume before it pending";
+  const struct timespec now {0, 0};
+  while (::sigtimedwait(&both, nullptr, &now) > 0) {
+  }
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
 TEST_F(PauseGateTest, TermWhilePausedReleasesAndRequestsExit) {
   ASSERT_TRUE(SignalBridge::start(SignalMap::defaults(), nullptr).ok());
   ::raise(SIGTSTP);

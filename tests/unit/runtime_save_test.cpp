@@ -8,6 +8,7 @@
 #include <fstream>
 #include <thread>
 
+#include "compute_threads.h"
 #include "fault_fs.h"
 #include "hydro/checkpoint_dir.h"
 #include "hydro/pause_gate.h"
@@ -327,6 +328,46 @@ TEST_F(RuntimeTest, ACheckpointOfADifferentModelNamesTheTensorAndBothShapes) {
               "hydro: invalid argument: checkpoint " + t.path + "/step-000000000001: model.pt: tensor '0.weight' "
               "has shape [32, 8], the model's is [16, 8] (a checkpoint of a different model?)");
   }
+}
+
+// BLAS and ATen split sums by thread count: a resume with another count than the checkpoint's
+// may differ in the last bits from a run never interrupted, and says so (once, at the resume).
+TEST_F(RuntimeTest, AResumeWithAnotherThreadCountThanTheCheckpointsSaysSo) {
+  test::TempDir dir;
+  const int before = at::get_num_threads();
+  auto model = make_model();
+  at::set_num_threads(1);
+  {
+    Runtime rt(settings(dir.path + "/ck"));
+    rt.track("model", *model);
+    rt.save(3);
+  }
+  auto resumed_with = [&](int threads) {
+    at::set_num_threads(threads);
+    Runtime rt(settings(dir.path + "/ck"));
+    rt.track("model", *model);
+    ::testing::internal::CaptureStderr();
+    EXPECT_EQ(rt.resume(), 3);
+    return ::testing::internal::GetCapturedStderr();
+  };
+  const std::string other = resumed_with(2);
+  const std::string same = resumed_with(1);
+  at::set_num_threads(before);
+  EXPECT_NE(other.find("ATen's threads 1 then, 2 now"), std::string::npos) << other;
+  EXPECT_NE(other.find("torch.set_num_threads(1)"), std::string::npos) << other;
+  EXPECT_EQ(same.find("other thread counts"), std::string::npos) << same;
+}
+
+// Debian's libtorch sums through OpenBLAS, whose pool at::set_num_threads leaves alone: its count
+// is found and recorded too, and the warning names each pool whose count changed.
+TEST(ComputeThreads, OpenBlasIsFoundAndEachChangedPoolIsNamed) {
+  EXPECT_GT(compute_threads().blas, 0) << "OpenBLAS's thread count was not found in this process";
+  EXPECT_EQ(compute_threads_note({2, 4}, {2, 4}), "");
+  EXPECT_EQ(compute_threads_note({0, 0}, {2, 4}), "") << "a checkpoint that recorded nothing";
+  const std::string blas = compute_threads_note({2, 4}, {2, 1});
+  EXPECT_NE(blas.find("OpenBLAS's threads 4 then, 1 now"), std::string::npos) << blas;
+  EXPECT_EQ(blas.find("ATen's threads"), std::string::npos) << blas;
+  EXPECT_NE(blas.find("OPENBLAS_NUM_THREADS=4"), std::string::npos) << blas;
 }
 
 }  // namespace

@@ -72,6 +72,11 @@ class CheckpointWriter {
   }
   void set_epoch(int64_t epoch) { manifest_.epoch = epoch; }
   void set_world_size(int n) { manifest_.world_size = n; }
+  // The writer's compute threads (ATen's, OpenBLAS's; 0: unknown), recorded for the resume.
+  void set_threads(int aten, int blas) {
+    manifest_.threads = aten;
+    manifest_.blas_threads = blas;
+  }
 
   // Shards (hydro/checkpoint_group.h): the files opened from now on go into `sub`/ (e.g. "rank-1"),
   // named "rank-1/model.pt" in the manifest.

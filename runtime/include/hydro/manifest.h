@@ -28,6 +28,11 @@ struct Manifest {
   // wrote none). A job resumed from an older checkpoint commits lower steps after higher ones;
   // pruning and the fallback of latest_valid() go by this order, not by step.
   int64_t generation = 0;
+  // The writing process's compute threads: ATen's intra-op pool and OpenBLAS's (0: not recorded).
+  // BLAS and ATen split sums by thread count, so a resume with other counts may differ in the last
+  // bits from a run never interrupted; the resume says so.
+  int threads = 0;
+  int blas_threads = 0;
   std::string hydro_version;
   std::vector<ManifestFile> files;
 
