@@ -3,6 +3,8 @@
 //   hydroctl pause|resume|checkpoint JOBID      scancel --full --signal=USR1|USR2|WINCH JOBID
 //   hydroctl pause|resume|checkpoint --pid PID  pidfd_send_signal(pidfd_open(PID), ...)
 //   hydroctl status DIR|JOBID                   the checkpoints, verified
+// The verbs send what the job's signal map names for them (SignalMap::signal_for; USR1, USR2 and
+// WINCH by default): see signal_map_of.
 // Only the owner of the job or process, or root, may act: hydroctl refuses anyone else itself,
 // before Slurm or the kernel would.
 #include <CLI/CLI.hpp>
@@ -12,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -44,6 +47,50 @@ long owner_of(pid_t pid) {
   return -1;
 }
 
+struct Tools {
+  std::string scancel = "scancel";
+  std::string scontrol = "scontrol";
+  std::string config = "/etc/hydro/hydro.yaml";
+  std::string signals;  // --signals
+};
+
+// A process's own HYDRO_SIGNALS ("" when it has none), from /proc/PID/environ, which only its
+// owner and root can read; false when it cannot be read.
+bool process_signals(pid_t pid, std::string* spec) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/environ");
+  if (!f) return false;
+  spec->clear();
+  for (std::string var; std::getline(f, var, '\0');)
+    if (var.rfind("HYDRO_SIGNALS=", 0) == 0) *spec = var.substr(14);
+  return true;
+}
+
+// The signal that asks for `a`, from the job's signal map: --signals; else, for a process, its own
+// HYDRO_SIGNALS (`process`, read by process_signals; null if it could not be), which its runtime
+// follows; else hydroctl's $HYDRO_SIGNALS (a job inherits its submitter's); else the admin's
+// `signals:` in --config, if that file exists; else the defaults. Returns hydroctl's exit code.
+int signal_map_of(const Tools& t, hydro::Action a, const std::string* process, int* sig) {
+  std::string spec, from = "the default signal map";
+  if (!t.signals.empty()) {
+    spec = t.signals, from = "--signals";
+  } else if (process) {
+    spec = *process, from = "the process's HYDRO_SIGNALS";
+  } else if (const char* env = std::getenv("HYDRO_SIGNALS")) {
+    spec = env, from = "HYDRO_SIGNALS";
+  } else if (::access(t.config.c_str(), F_OK) == 0) {
+    hydro::spank::JobSettings s;
+    hydro::Status st = hydro::spank::PluginConfig::load_yaml(t.config, &s);
+    if (!st.ok()) return fail(st.message());
+    if (s.signals) spec = *s.signals, from = t.config + ": signals";
+  }
+  hydro::SignalMap map;
+  hydro::Status st = hydro::SignalMap::parse(spec, from, &map);
+  if (!st.ok()) return fail(st.message());
+  *sig = map.signal_for(a);
+  if (*sig == 0) return fail(from + " gives " + hydro::action_name(a) + " no signal");
+  return 0;
+}
+
 // glibc 2.36's <sys/pidfd.h> declares these without extern "C": call the kernel directly.
 int pidfd_open(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
 int pidfd_signal(int fd, int sig) { return static_cast<int>(::syscall(SYS_pidfd_send_signal, fd, sig, nullptr, 0)); }
@@ -51,12 +98,14 @@ int pidfd_signal(int fd, int sig) { return static_cast<int>(::syscall(SYS_pidfd_
 // Through a pidfd: it names the process that was there when it was opened, so the owner read
 // from /proc and the signal are of the same process, even if the pid is reused in between (a
 // plain check-then-kill could signal whatever process took the pid meanwhile).
-int signal_pid(pid_t pid, int sig, const char* what) {
+int signal_pid(const Tools& t, pid_t pid, hydro::Action action, const char* what) {
   const std::string p = std::to_string(pid);
   int fd = pidfd_open(pid);
   if (fd < 0) return fail(errno == ESRCH ? "no process " + p : "pidfd_open " + p + ": " + std::strerror(errno));
   long uid = owner_of(pid);
-  // Still alive now: the /proc entry read above was this process's, not a successor's.
+  std::string spec;
+  const bool readable = process_signals(pid, &spec);
+  // Still alive now: the /proc entries read above were this process's, not a successor's.
   if (uid < 0 || (pidfd_signal(fd, 0) != 0 && errno == ESRCH)) {
     ::close(fd);
     return fail("no process " + p);
@@ -65,6 +114,11 @@ int signal_pid(pid_t pid, int sig, const char* what) {
     ::close(fd);
     return fail("process " + p + " belongs to uid " + std::to_string(uid) + "; only its owner or root may " + what + " it");
   }
+  int sig = 0;
+  if (int refused = signal_map_of(t, action, readable ? &spec : nullptr, &sig)) {
+    ::close(fd);
+    return refused;
+  }
   int rc = pidfd_signal(fd, sig);
   int err = errno;
   ::close(fd);
@@ -72,12 +126,6 @@ int signal_pid(pid_t pid, int sig, const char* what) {
   std::printf("hydroctl: sent %s to process %d (%s)\n", hydro::signal_name(sig).c_str(), pid, what);
   return 0;
 }
-
-struct Tools {
-  std::string scancel = "scancel";
-  std::string scontrol = "scontrol";
-  std::string config = "/etc/hydro/hydro.yaml";
-};
 
 int check_owner(const Tools& t, const std::string& job, const char* what, hydro::ctl::JobOwner* owner) {
   hydro::Status st = hydro::ctl::job_owner(t.scontrol, job, owner);
@@ -88,9 +136,11 @@ int check_owner(const Tools& t, const std::string& job, const char* what, hydro:
   return 0;
 }
 
-int signal_job(const Tools& t, const std::string& job, int sig, const char* what) {
+int signal_job(const Tools& t, const std::string& job, hydro::Action action, const char* what) {
   hydro::ctl::JobOwner owner;
   if (int rc = check_owner(t, job, what, &owner)) return rc;
+  int sig = 0;
+  if (int rc = signal_map_of(t, action, nullptr, &sig)) return rc;
   // By number: scancel knows few names (not WINCH).
   std::string arg = "--signal=" + std::to_string(sig);
   std::string ignored;
@@ -130,17 +180,23 @@ int main(int argc, char** argv) {
   Tools tools;
   app.add_option("--scancel", tools.scancel, "scancel to run for a job")->capture_default_str();
   app.add_option("--scontrol", tools.scontrol, "scontrol to ask for a job's owner")->capture_default_str();
-  app.add_option("--config", tools.config, "The admin's hydro YAML, for `status JOBID`")->capture_default_str();
+  app.add_option("--config", tools.config,
+                 "The admin's hydro YAML: its checkpoint_dir for `status JOBID`, its signals for the verbs")
+      ->capture_default_str();
+  app.add_option("--signals", tools.signals,
+                 "The job's signal map, as HYDRO_SIGNALS (default: for --pid the process's own HYDRO_SIGNALS, "
+                 "else $HYDRO_SIGNALS, else the signals of --config, else pause=USR1, resume=USR2, checkpoint=WINCH)");
   int rc = 0;
   struct Verb {
     const char* name;
-    int sig;
+    hydro::Action action;
     const char* help;
   };
   static const Verb verbs[] = {
-      {"pause", SIGUSR1, "Pause at the next operator (SIGUSR1)"},
-      {"resume", SIGUSR2, "Resume a paused job (SIGUSR2)"},
-      {"checkpoint", SIGWINCH, "Checkpoint at the end of the current step and go on (SIGWINCH)"},
+      {"pause", hydro::Action::pause, "Pause at the next operator (the map's pause signal, SIGUSR1 by default)"},
+      {"resume", hydro::Action::resume, "Resume a paused job (the map's resume signal, SIGUSR2 by default)"},
+      {"checkpoint", hydro::Action::checkpoint,
+       "Checkpoint at the end of the current step and go on (the map's checkpoint signal, SIGWINCH by default)"},
   };
   for (const auto& verb : verbs) {
     auto* cmd = app.add_subcommand(verb.name, verb.help);
@@ -150,11 +206,11 @@ int main(int argc, char** argv) {
     cmd->add_option("--pid", *pid, "A process instead of a job");
     cmd->callback([=, &rc, &tools] {
       if (*pid > 0 && !target->empty()) rc = fail("give a JOBID or --pid, not both");
-      else if (*pid > 0) rc = signal_pid(*pid, verb.sig, verb.name);
+      else if (*pid > 0) rc = signal_pid(tools, *pid, verb.action, verb.name);
       else if (!target->empty()) {
         if (target->find_first_not_of("0123456789_") != std::string::npos)
           rc = fail("JOBID '" + *target + "' is not a job id");
-        else rc = signal_job(tools, *target, verb.sig, verb.name);
+        else rc = signal_job(tools, *target, verb.action, verb.name);
       } else rc = fail(std::string(verb.name) + ": give a JOBID or --pid PID");
     });
   }

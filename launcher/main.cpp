@@ -14,8 +14,9 @@ int main(int argc, char** argv) {
       "hydro-launch: run a training program under Slurm so that suspend, requeue and preemption cost "
       "it nothing.\n\n"
       "Resumes the program from the newest valid checkpoint in the checkpoint directory (it sets "
-      "HYDRO_RESUME_FROM and HYDRO_CKPT_DIR for it), forwards SIGTSTP, SIGCONT, SIGTERM, SIGUSR1, SIGUSR2, SIGWINCH, "
-      "SIGINT, SIGHUP and SIGQUIT to it, and when the program exits with status " +
+      "HYDRO_RESUME_FROM and HYDRO_CKPT_DIR for it), forwards SIGTSTP, SIGCONT, SIGTERM, SIGINT, SIGHUP, SIGQUIT and "
+      "every signal of the job's signal map ($HYDRO_SIGNALS, which the SPANK plugin sets from --hydro-signals or the "
+      "admin's signals; by default also SIGUSR1, SIGUSR2 and SIGWINCH) to it, and when the program exits with status " +
           std::to_string(hydro::kExitRequeue) +
           " (checkpointed, run me again) without Slurm ending the job, runs `scontrol requeue $SLURM_JOB_ID`.\n\n"
           "With --watchdog-file, serves torch elastic's FileTimerServer protocol on that FIFO: workers arm "
@@ -35,7 +36,8 @@ int main(int argc, char** argv) {
                  "Checkpoint directory, absolute (default: $HYDRO_CKPT_DIR, which the SPANK plugin sets)");
   app.add_option("--requeue-signal", requeue_signal,
                  "On this signal (e.g. URG, sent by `sbatch --signal=B:URG@120` before the time limit), ask "
-                 "the program to checkpoint and exit, then requeue the job. It is not forwarded");
+                 "the program to checkpoint and exit (with the map's checkpoint_exit signal, SIGTERM by default), "
+                 "then requeue the job. It is not forwarded");
   app.add_option("--watchdog-file", o.watchdog_file,
                  "Watchdog timer FIFO, absolute path (default: no watchdog); %t is the task's rank (SLURM_PROCID), %j the "
                  "job id, %% a percent sign. One per task: a FIFO another hydro-launch serves is refused. Created with "
@@ -61,6 +63,13 @@ int main(int argc, char** argv) {
   if (!env_count("HYDRO_MAX_RESTARTS", &o.max_restarts) ||
       !env_count("HYDRO_TIME_LIMIT_MARGIN", &o.time_limit_margin))
     return 2;
+  if (const char* map = std::getenv("HYDRO_SIGNALS")) {
+    hydro::Status st = hydro::SignalMap::parse(map, "HYDRO_SIGNALS", &o.signals);
+    if (!st.ok()) {
+      std::fprintf(stderr, "hydro-launch: %s\n", st.message().c_str());
+      return 2;
+    }
+  }
   app.add_option("--max-restarts", o.max_restarts,
                  "hydro-launch's own requeues (the time limit's --requeue-signal, a program asking to be run "
                  "again, a watchdog expiry) happen only while SLURM_RESTART_COUNT is below this (default: "

@@ -35,9 +35,10 @@ void say(const std::string& m) { log_line("hydro-launch", m); }
 // How long a checkpoint-and-exit request waits for the program's runtime to come up.
 constexpr int kReadyWaitSeconds = 60;
 
-// Signals forwarded to the training program. Under proctrack/cgroup Slurm signals only the direct
-// children of slurmstepd, so the program never sees these unless we pass them on.
-constexpr int kForwarded[] = {SIGTSTP, SIGCONT, SIGTERM, SIGUSR1, SIGUSR2, SIGWINCH, SIGINT, SIGHUP, SIGQUIT};
+// Signals forwarded to the training program, besides those of its signal map. Under
+// proctrack/cgroup Slurm signals only the direct children of slurmstepd, so the program never sees
+// these unless we pass them on.
+constexpr int kAlwaysForwarded[] = {SIGTSTP, SIGCONT, SIGTERM, SIGINT, SIGHUP, SIGQUIT};
 
 void prepare_resume(const Options& o) {
   ::unsetenv("HYDRO_RESUME_FROM");
@@ -90,10 +91,11 @@ pid_t spawn(const std::vector<std::string>& command, const sigset_t& old_mask, c
 }
 
 // With HYDRO_PAUSE=on, the program's pause signals, to start it with blocked.
-sigset_t held_signals() {
+sigset_t held_signals(const SignalMap& map) {
+  sigset_t none;
+  sigemptyset(&none);
   const char* pause = std::getenv("HYDRO_PAUSE");
-  const char* signals = std::getenv("HYDRO_SIGNALS");
-  return SignalMap::blocked_for_job(pause ? pause : "", signals ? signals : "");
+  return pause && std::string(pause) == "on" ? map.blocked_until_handled() : none;
 }
 
 int requeue_job(const std::string& scontrol, const std::string& job_id) {
@@ -108,7 +110,8 @@ int requeue_job(const std::string& scontrol, const std::string& job_id) {
 int run(const Options& o) {
   sigset_t handled, old_mask;
   sigemptyset(&handled);
-  for (int s : kForwarded) sigaddset(&handled, s);
+  for (int s : kAlwaysForwarded) sigaddset(&handled, s);
+  for (int s : o.signals.signals()) sigaddset(&handled, s);
   sigaddset(&handled, SIGCHLD);
   if (o.requeue_signal) sigaddset(&handled, o.requeue_signal);
   ::sigprocmask(SIG_BLOCK, &handled, &old_mask);
@@ -138,7 +141,7 @@ int run(const Options& o) {
     say(std::string("error: pipe: ") + std::strerror(errno));
     return 1;
   }
-  pid_t child = spawn(o.command, old_mask, held_signals(), ready[1]);
+  pid_t child = spawn(o.command, old_mask, held_signals(o.signals), ready[1]);
   ::close(ready[1]);
   // The read end stays open until the end (a late writer must not get SIGPIPE); it is polled
   // while `awaiting_ready`.
@@ -147,7 +150,10 @@ int run(const Options& o) {
   bool exit_held = false;      // a checkpoint-and-exit waits for the program to be ready
   // A program without hydro's runtime never says it is ready: it is not waited for longer.
   const std::time_t ready_deadline = std::time(nullptr) + kReadyWaitSeconds;
-  // Asks the program to checkpoint and exit (SIGTERM), or holds that until its runtime is up.
+  // The map's checkpoint-and-exit signal (SIGTERM by default); a map with none: SIGTERM still ends it.
+  int exit_signal = o.signals.signal_for(Action::checkpoint_exit);
+  if (!exit_signal) exit_signal = SIGTERM;
+  // Asks the program to checkpoint and exit, or holds that until its runtime is up.
   auto ask_exit = [&](const std::string& why) {
     if (awaiting_ready) {
       if (!exit_held)
@@ -155,8 +161,8 @@ int run(const Options& o) {
       exit_held = true;
       return;
     }
-    say(why + ": asking the program to checkpoint and exit, then requeueing the job");
-    ::kill(child, SIGTERM);
+    say(why + ": asking the program to checkpoint and exit (" + signal_name(exit_signal) + "), then requeueing the job");
+    ::kill(child, exit_signal);
   };
   if (child < 0) {
     say(std::string("error: fork: ") + std::strerror(errno));
@@ -210,8 +216,9 @@ int run(const Options& o) {
         // either way nothing more will come.
         awaiting_ready = false;
         if (exit_held && n == 1) {
-          say("the program's hydro runtime is up: asking it to checkpoint and exit, then requeueing the job");
-          ::kill(child, SIGTERM);
+          say("the program's hydro runtime is up: asking it to checkpoint and exit (" + signal_name(exit_signal) +
+              "), then requeueing the job");
+          ::kill(child, exit_signal);
         } else if (exit_held) {
           say("the program closed its readiness pipe without a hydro runtime: asking it to exit (SIGTERM)");
           ::kill(child, SIGTERM);
@@ -221,8 +228,8 @@ int run(const Options& o) {
     }
     if (exit_held && std::time(nullptr) >= ready_deadline) {
       say("the program did not say its hydro runtime is up within " + std::to_string(kReadyWaitSeconds) +
-          " s of its start: asking it to checkpoint and exit (SIGTERM) anyway");
-      ::kill(child, SIGTERM);
+          " s of its start: asking it to checkpoint and exit (" + signal_name(exit_signal) + ") anyway");
+      ::kill(child, exit_signal);
       exit_held = false;
       awaiting_ready = false;
     }

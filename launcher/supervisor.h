@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "hydro/signal_map.h"
+
 namespace hydro::launcher {
 
 struct Options {
@@ -15,6 +17,7 @@ struct Options {
   double watchdog_kill_after = 30;  // --watchdog-kill-after: seconds from a catchable expiry signal to SIGKILL; 0 = never
   int time_limit_margin = 0;   // --time-limit-margin, $HYDRO_TIME_LIMIT_MARGIN: seconds; 0 = no watch
   int max_restarts = 3;        // --max-restarts, $HYDRO_MAX_RESTARTS: hydro-launch's own requeues (SLURM_RESTART_COUNT)
+  SignalMap signals = SignalMap::defaults();  // $HYDRO_SIGNALS: forwarded, and whose checkpoint_exit asks
   std::vector<std::string> command;
 };
 

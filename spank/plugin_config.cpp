@@ -1,6 +1,7 @@
 #include "plugin_config.h"
 
 #include "hydro/settings.h"
+#include "hydro/signal_map.h"
 
 namespace hydro::spank {
 namespace {
@@ -62,6 +63,9 @@ const std::vector<SettingSpec>& job_setting_specs() {
        "hydro: the most times hydro-launch requeues the job itself"},
       {"time_limit_margin", "hydro-time-limit-margin", "HYDRO_TIME_LIMIT_MARGIN", "SECONDS",
        "hydro: hydro-launch checkpoints and requeues the job this long before its time limit; 0 = off"},
+      {"signals", "hydro-signals", "HYDRO_SIGNALS", "MAP",
+       "hydro: which signal asks for what, e.g. 'pause=PWR;resume=URG' (actions: pause, resume, checkpoint_exit, "
+       "checkpoint); the runtime, hydro-launch and hydroctl all follow it"},
   };
   return specs;
 }
@@ -94,6 +98,10 @@ Status parse_job_setting(const SettingSpec& spec, const std::string& value, cons
   } else if (key == "time_limit_margin") {
     HYDRO_RETURN_IF_ERROR(parse_int(where.c_str(), value, 0, 365 * 24 * 3600, &n));
     out->time_limit_margin = n;
+  } else if (key == "signals") {
+    SignalMap map;
+    HYDRO_RETURN_IF_ERROR(SignalMap::parse(value, where, &map));
+    out->signals = value;
   } else {
     return Status::invalid_argument(where + ": no such setting");
   }
@@ -109,6 +117,7 @@ std::string job_setting_value(const JobSettings& s, const SettingSpec& spec) {
   if (key == "checkpoint_mode") return s.checkpoint_mode.value_or("");
   if (key == "max_restarts") return s.max_restarts ? std::to_string(*s.max_restarts) : "";
   if (key == "time_limit_margin") return s.time_limit_margin ? std::to_string(*s.time_limit_margin) : "";
+  if (key == "signals") return s.signals.value_or("");
   return "";
 }
 

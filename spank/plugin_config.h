@@ -27,6 +27,7 @@ struct JobSettings {
   std::optional<std::string> checkpoint_mode;// --hydro-checkpoint-mode, HYDRO_CKPT_MODE
   std::optional<int64_t> max_restarts;       // --hydro-max-restarts, HYDRO_MAX_RESTARTS (hydro-launch)
   std::optional<int64_t> time_limit_margin;  // --hydro-time-limit-margin, HYDRO_TIME_LIMIT_MARGIN (hydro-launch)
+  std::optional<std::string> signals;        // --hydro-signals, HYDRO_SIGNALS (hydro/signal_map.h)
 };
 
 // One per-job setting: its user option, its admin key, and the variable the job sees.

@@ -165,6 +165,22 @@ void SignalMap::hold(const sigset_t& signals) {
   ::sigprocmask(SIG_BLOCK, &signals, nullptr);
 }
 
+int SignalMap::signal_for(Action a) const {
+  int slurms = 0;
+  for (const auto& [signo, action] : map_) {
+    if (action != a) continue;
+    if (signo != SIGTSTP && signo != SIGCONT && signo != SIGTERM) return signo;
+    if (!slurms) slurms = signo;
+  }
+  return slurms;
+}
+
+std::vector<int> SignalMap::signals() const {
+  std::vector<int> v;
+  for (const auto& entry : map_) v.push_back(entry.first);
+  return v;
+}
+
 bool SignalMap::lookup(int signo, Action* out) const {
   auto it = map_.find(signo);
   if (it == map_.end()) return false;

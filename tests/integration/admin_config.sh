@@ -2,7 +2,8 @@
 # The admin's config on a real Slurm: a YAML file named in plugstack.conf, plugstack arguments over
 # it, the user's options and environment over both; bad config refused at submit time naming the
 # file, line and key; the per-job checkpoint directory made as the job's (non-root) user, mode
-# 0700; and a symlink planted by another user refused, its target untouched.
+# 0700; the admin's signal map followed by the runtime, hydro-launch and hydroctl; and a symlink
+# planted by another user refused, its target untouched.
 source "$(dirname "$0")/lib.sh"
 start_cluster "${1:-cgroup}"
 
@@ -19,6 +20,7 @@ checkpoint_dir: $base/%u/%j
 checkpoint_every: 250
 keep_last: 2
 checkpoint_mode: sync_all
+signals: "pause=TSTP,PWR;resume=CONT,URG"
 YAML
 echo "required $plugin config=$yaml keep_last=4" >"$plugstack"
 
@@ -43,6 +45,30 @@ wait_state "$job" COMPLETED 60
 grep -qx HYDRO_KEEP_LAST=8 "$work/batch.out" || fail "sbatch --hydro-keep-last=8 did not reach the batch script"
 note "precedence: option, then environment, then plugstack arguments, then the YAML file (srun and sbatch)"
 
+# The admin's signal map (off SIGUSR1/SIGUSR2): hydroctl's verbs send PWR and URG, hydro-launch
+# forwards them, the runtime pauses and resumes on them.
+grep -qx 'HYDRO_SIGNALS=pause=TSTP,PWR;resume=CONT,URG' <<<"$out" || fail "the admin's signals did not reach the task"
+printf '#!/bin/bash\nexec %q -- %q --steps 1000000 --log-every 25 --step-ms 5\n' "$launch" "$train" >"$work/loop.sh"
+chmod 0755 "$work/loop.sh"
+log=$work/loop.log
+job=$(sbatch --parsable -o "$log" "$work/loop.sh") || fail "sbatch of the loop failed"
+wait_state "$job" RUNNING
+wait_steps "$log" 50
+ctl=(env -u HYDRO_SIGNALS "$build/ctl/hydroctl" --config "$yaml")
+out=$("${ctl[@]}" pause "$job") || fail "hydroctl pause failed: $out"
+grep -qF "sent SIGPWR to job $job (pause)" <<<"$out" || fail "hydroctl pause sent: $out"
+wait_for "$log" 'paused at (operator|the end of step)' 20
+held=$(last_step "$log")
+sleep 1
+[ "$(last_step "$log")" = "$held" ] || fail "training advanced while paused"
+out=$("${ctl[@]}" resume "$job") || fail "hydroctl resume failed: $out"
+grep -qF "sent SIGURG to job $job (resume)" <<<"$out" || fail "hydroctl resume sent: $out"
+wait_steps "$log" 50
+grep -q 'forwarding SIGPWR' "$log" && grep -q 'forwarding SIGURG' "$log" || fail "hydro-launch did not forward PWR and URG"
+scancel "$job"
+wait_state "$job" CANCELLED 60
+note "the admin's signals: hydroctl paused job $job with SIGPWR at step $held and resumed it with SIGURG, through hydro-launch"
+
 expect_refused() {  # expect_refused MESSAGE CMD...: CMD fails at submit time and prints MESSAGE
   local msg=$1 err
   shift
@@ -52,6 +78,7 @@ expect_refused() {  # expect_refused MESSAGE CMD...: CMD fails at submit time an
 expect_refused "hydro: option: --hydro-keep-last=-1 is out of range [0, 1000000]" srun --hydro-keep-last=-1 true
 expect_refused "--hydro-checkpoint-dir='rel/dir' must be an absolute path" sbatch --hydro-checkpoint-dir=rel/dir --wrap true
 expect_refused "--hydro-checkpoint-mode='fast' is not sync_any, sync_all or async" salloc --hydro-checkpoint-mode=fast true
+expect_refused "hydro: option: --hydro-signals: unknown signal 'NAP'" srun --hydro-signals='pause=NAP' true
 printf 'keep_last: 2\ncolour: blue\n' >"$yaml"
 expect_refused "hydro: init: $yaml: line 2: unknown key 'colour'" srun true
 expect_refused "$yaml: line 2: unknown key 'colour'" sbatch --wrap true

@@ -21,6 +21,13 @@ struct Output {
   std::string text;
 };
 
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
 Output run(const std::string& cmd) {
   FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
   std::string text;
@@ -174,6 +181,44 @@ TEST(HydroctlJob, StatusOfAJobFindsItsDirectoryFromTheAdminTemplate) {
   EXPECT_EQ(o.text.rfind("job 42: " + t.path + "/ckpt/alice/42\n", 0), 0u) << o.text;
   o = run(std::string(HYDROCTL_BIN) + " --scontrol " + scontrol + " --config " + t.path + "/none.yaml status 42");
   EXPECT_EQ(o.text, "hydroctl: " + t.path + "/none.yaml: cannot read the hydro config: No such file or directory\n");
+}
+
+// The verbs follow the job's signal map: a process's own HYDRO_SIGNALS, the admin's signals:, or
+// --signals (hydroctl's own HYDRO_SIGNALS is left out here: it sits between the two).
+TEST(HydroctlSignals, TheVerbsSendWhatTheJobsSignalMapNames) {
+  test::TempDir t;
+  pid_t child = ::fork();
+  if (child == 0) {
+    ::setenv("HYDRO_SIGNALS", "pause=TSTP,PWR", 1);
+    ::execl("/bin/bash", "bash", "-c",
+            ("trap 'echo pwr > " + t.path + "/log; exit 0' PWR; touch " + t.path + "/ready; while :; do sleep 0.01; done")
+                .c_str(),
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ASSERT_TRUE(test::eventually([&] { return posix_fs().exists(t.path + "/ready"); }));
+  const std::string bin = "env -u HYDRO_SIGNALS " + std::string(HYDROCTL_BIN);
+  Output o = run(bin + " pause --pid " + std::to_string(child));
+  EXPECT_EQ(o.text, "hydroctl: sent SIGPWR to process " + std::to_string(child) + " (pause)\n");
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+  std::string scontrol = fake_scontrol(t.path, "root(0)");
+  std::string scancel = t.path + "/scancel";
+  std::ofstream(scancel) << "#!/bin/sh\necho \"$@\" > " << t.path << "/scancel.args\n";
+  ::chmod(scancel.c_str(), 0755);
+  std::string yaml = t.path + "/hydro.yaml";
+  std::ofstream(yaml) << "signals: \"pause=PWR;resume=URG\"\n";
+  const std::string job = bin + " --scontrol " + scontrol + " --scancel " + scancel + " --config " + yaml;
+  o = run(job + " resume 42");
+  EXPECT_EQ(o.text, "hydroctl: sent SIGURG to job 42 (resume)\n");
+  EXPECT_EQ(slurp(t.path + "/scancel.args"), "--full --signal=" + std::to_string(SIGURG) + " 42\n");
+  o = run(job + " --signals 'checkpoint=' checkpoint 42");
+  EXPECT_EQ(o.code, 1);
+  EXPECT_EQ(o.text, "hydroctl: --signals gives checkpoint no signal\n");
+  o = run(job + " --signals 'pause=11' pause 42");
+  EXPECT_EQ(o.text.rfind("hydroctl: --signals: signal 11 reports a fault", 0), 0u) << o.text;
 }
 
 TEST(Hydroctl, CheckpointSendsWinch) {

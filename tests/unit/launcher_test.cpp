@@ -223,10 +223,36 @@ TEST(Launcher, ARequeueSignalBeforeTheRuntimeIsUpIsHeldUntilItIs) {
   EXPECT_NE(r.err.find("SIGUSR1: the program's hydro runtime is not up yet; asking it to checkpoint and exit once it is"),
             std::string::npos)
       << r.err;
-  EXPECT_NE(r.err.find("the program's hydro runtime is up: asking it to checkpoint and exit, then requeueing the job"),
+  EXPECT_NE(r.err.find("the program's hydro runtime is up: asking it to checkpoint and exit (SIGTERM), then requeueing the job"),
             std::string::npos)
       << r.err;
   EXPECT_EQ(slurp(t.path + "/scontrol.args"), "requeue 4242\n");
+}
+
+// The job's signal map (HYDRO_SIGNALS, from --hydro-signals or the admin's signals:) is what
+// hydro-launch forwards, and its checkpoint_exit is what it asks a checkpoint-and-exit with.
+TEST(Launcher, FollowsTheJobsSignalMap) {
+  test::TempDir t;
+  std::string script = "trap 'echo got-pwr > " + t.path + "/got; exit 0' PWR; touch " + t.path +
+                       "/ready; while :; do sleep 0.01; done";
+  LaunchResult r = run_launcher({"--", "/bin/bash", "-c", script}, {"SLURM_JOB_ID=", "HYDRO_SIGNALS=pause=PWR"}, t.path, SIGPWR);
+  EXPECT_EQ(WEXITSTATUS(r.status), 0) << r.err;
+  EXPECT_EQ(slurp(t.path + "/got"), "got-pwr\n");
+  EXPECT_NE(r.err.find("forwarding SIGPWR to pid"), std::string::npos) << r.err;
+
+  ::unlink((t.path + "/ready").c_str());
+  const std::string fake = fake_scontrol(t.path);
+  script = "trap 'exit " + std::to_string(kExitRequeue) + "' URG; echo r >&$HYDRO_LAUNCH_READY_FD; touch " + t.path +
+           "/ready; while :; do sleep 0.01; done";
+  r = run_launcher({"--requeue-signal", "USR1", "--scontrol", fake, "--", "/bin/bash", "-c", script},
+                   {"SLURM_JOB_ID=4242", "HYDRO_SIGNALS=checkpoint_exit=URG"}, t.path, SIGUSR1);
+  EXPECT_EQ(WEXITSTATUS(r.status), kExitRequeue) << r.err;
+  EXPECT_NE(r.err.find("asking the program to checkpoint and exit (SIGURG)"), std::string::npos) << r.err;
+  EXPECT_EQ(slurp(t.path + "/scontrol.args"), "requeue 4242\n");
+
+  r = run_launcher({"--", "true"}, {"HYDRO_SIGNALS=pause=11"}, t.path);
+  EXPECT_EQ(WEXITSTATUS(r.status), 2);
+  EXPECT_NE(r.err.find("hydro-launch: HYDRO_SIGNALS: signal 11 reports a fault"), std::string::npos) << r.err;
 }
 
 TEST(Launcher, TermFromSlurmIsForwardedAndNeverTurnedIntoARequeue) {
@@ -281,7 +307,7 @@ TEST(Launcher, TimeLimitMarginAsksForACheckpointThenRequeuesTheJob) {
   EXPECT_EQ(WEXITSTATUS(r.status), kExitRequeue) << r.err;
   EXPECT_EQ(slurp(t.path + "/scontrol.args"), "requeue 4242\n");
   EXPECT_NE(r.err.find("time limit: --time-limit-margin 2 s before the job's end: asking the program to checkpoint "
-                       "and exit, then requeueing the job"),
+                       "and exit (SIGTERM), then requeueing the job"),
             std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("job 4242 requeued"), std::string::npos) << r.err;

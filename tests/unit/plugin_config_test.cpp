@@ -32,7 +32,7 @@ TEST(PluginConfig, YamlFileWithPlugstackArgumentsOverridingIt) {
   test::TempDir d;
   std::string yaml = d.path + "/hydro.yaml";
   std::ofstream(yaml) << "# comment\ndefault_pause: on\ncheckpoint_dir: /scratch/hydro/%u/%j\nkeep_last: 5\n"
-                         "checkpoint_every: 200\n";
+                         "checkpoint_every: 200\nsignals: \"pause=TSTP,PWR;resume=CONT,URG\"\n";
   PluginConfig c;
   ASSERT_TRUE(PluginConfig::parse({"keep_last=9", "config=" + yaml}, "plugstack.conf", &c).ok());
   EXPECT_EQ(c.config_file, yaml);
@@ -41,6 +41,7 @@ TEST(PluginConfig, YamlFileWithPlugstackArgumentsOverridingIt) {
   EXPECT_EQ(*c.defaults.keep_last, 9);  // the plugstack argument wins
   EXPECT_EQ(*c.defaults.checkpoint_every, 200);
   EXPECT_FALSE(c.defaults.checkpoint_mode);
+  EXPECT_EQ(*c.defaults.signals, "pause=TSTP,PWR;resume=CONT,URG");  // what the job's HYDRO_SIGNALS gets
 }
 
 TEST(PluginConfig, TheShippedExampleConfigIsValid) {

@@ -67,6 +67,21 @@ TEST(SignalMap, BlockedUntilHandledAreTheRequestsThatWouldKill) {
   for (int s = 1; s < NSIG; ++s) EXPECT_EQ(sigismember(&b, s) == 1, s == SIGHUP || s == SIGALRM) << s;
 }
 
+TEST(SignalMap, SendersUseTheActionsOwnSignalOverSlurms) {
+  SignalMap d = SignalMap::defaults();
+  EXPECT_EQ(d.signal_for(Action::pause), SIGUSR1);
+  EXPECT_EQ(d.signal_for(Action::resume), SIGUSR2);
+  EXPECT_EQ(d.signal_for(Action::checkpoint), SIGWINCH);
+  EXPECT_EQ(d.signal_for(Action::checkpoint_exit), SIGTERM);
+  SignalMap m;
+  ASSERT_TRUE(SignalMap::parse("pause=PWR,TSTP;resume=CONT;checkpoint_exit=TERM,URG;checkpoint=", "x", &m).ok());
+  EXPECT_EQ(m.signal_for(Action::pause), SIGPWR);
+  EXPECT_EQ(m.signal_for(Action::resume), SIGCONT);
+  EXPECT_EQ(m.signal_for(Action::checkpoint_exit), SIGURG);
+  EXPECT_EQ(m.signal_for(Action::checkpoint), 0);
+  EXPECT_EQ(m.signals(), (std::vector<int>{SIGTERM, SIGCONT, SIGTSTP, SIGURG, SIGPWR}));
+}
+
 TEST(SignalNames, ParseAndPrint) {
   EXPECT_EQ(parse_signal("USR1"), SIGUSR1);
   EXPECT_EQ(parse_signal("SIGTERM"), SIGTERM);

@@ -40,6 +40,12 @@ class SignalMap {
   // This map with only the signals of the given actions.
   SignalMap only(std::initializer_list<Action> actions) const;
   bool lookup(int signo, Action* out) const;
+  // The signal that a sender (hydroctl's verbs, hydro-launch's own checkpoint-and-exit) uses to ask
+  // for `a`: the lowest of the action's signals that Slurm does not send itself on suspend, resume
+  // and requeue (SIGTSTP, SIGCONT, SIGTERM), else the lowest of those; 0 if the action has none.
+  int signal_for(Action a) const;
+  // Every signal of this map, lowest first.
+  std::vector<int> signals() const;
 
   // The signals of this map that ask for a pause, a resume or a checkpoint and that would end a
   // process with no handler for them (SIGUSR1, SIGUSR2, ...). A process of a --hydro-pause=on job
