@@ -22,13 +22,15 @@ fail() {
 note() { echo "== $*"; }
 
 # start_cluster PROCTRACK: starts a private cluster; a test that needs Slurm fails without it.
+# HYDRO_TEST_TASK_PLUGIN=affinity binds each task to its CPUs.
 start_cluster() {
   command -v slurmctld >/dev/null || fail "Slurm is not installed (run scripts/setup)"
   [ "$(id -u)" = 0 ] || fail "the Slurm integration tests need root"
   export HYDRO_SLURM_DIR=${HYDRO_SLURM_DIR:-/tmp/hydro-test-slurm}
   trap stop_cluster EXIT
   local out
-  out=$("$top/scripts/slurm-local" start --proctrack "$1" --dir "$HYDRO_SLURM_DIR") || fail "could not start Slurm"
+  out=$("$top/scripts/slurm-local" start --proctrack "$1" --task "${HYDRO_TEST_TASK_PLUGIN:-none}" --dir "$HYDRO_SLURM_DIR") ||
+    fail "could not start Slurm"
   eval "$out"
   [ -n "${SLURM_CONF:-}" ] || fail "slurm-local printed no SLURM_CONF"
   note "cluster up: proctrack/$1, SLURM_CONF=$SLURM_CONF"
