@@ -49,9 +49,12 @@ Status make_private_dirs(const std::string& prefix, const std::vector<std::strin
                                     prefix + ")");
   std::string path = prefix == "/" ? "" : prefix;
   for (const auto& name : names) {
+    const std::string parent = path.empty() ? "/" : path;
     path += "/" + name;
     bool made = ::mkdirat(dir.fd, name.c_str(), 0700) == 0;
     if (!made && errno != EEXIST) return Status::from_errno(errno, "cannot create " + path);
+    // Durably in its parent: a power loss must not take the job's directory, checkpoints and all.
+    if (made && ::fsync(dir.fd) != 0) return Status::from_errno(errno, "fsync " + parent);
     Fd next(::openat(dir.fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (next.fd < 0) {
       int err = errno;

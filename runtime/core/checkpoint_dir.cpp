@@ -17,6 +17,18 @@ namespace {
 constexpr const char* kStagingPrefix = ".tmp-";
 constexpr const char* kLinkPrefix = ".latest-";
 
+std::string parent_of(const std::string& path) { return path.substr(0, std::max<size_t>(1, path.find_last_of('/'))); }
+
+// mkdir -p, durably: each directory made is fsynced into its parent, or a power loss could take
+// the root away with every checkpoint committed in it.
+Status make_dirs_durably(Fs& fs, const std::string& root) {
+  std::vector<std::string> missing;
+  for (std::string d = root; d.size() > 1 && !fs.exists(d); d = parent_of(d)) missing.push_back(d);
+  HYDRO_RETURN_IF_ERROR(fs.make_dirs(root, 0700));
+  for (auto it = missing.rbegin(); it != missing.rend(); ++it) HYDRO_RETURN_IF_ERROR(fs.sync_dir(parent_of(*it)));
+  return Status::OK();
+}
+
 }  // namespace
 
 std::string CheckpointDir::name_for(int64_t step) {
@@ -40,7 +52,7 @@ CheckpointDir::CheckpointDir(std::string root, Fs& fs, int keep_last)
 Status CheckpointDir::open(bool clean) {
   if (root_.empty() || root_[0] != '/')
     return Status::invalid_argument("checkpoint directory must be an absolute path, got '" + root_ + "'");
-  HYDRO_RETURN_IF_ERROR(fs_.make_dirs(root_, 0700));
+  HYDRO_RETURN_IF_ERROR(make_dirs_durably(fs_, root_));
   HYDRO_RETURN_IF_ERROR(check_root_trusted(root_));
   if (!clean) return Status::OK();
   std::vector<std::string> names;
