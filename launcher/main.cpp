@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "hydro/exit_codes.h"
+#include "hydro/setting_schema.h"
 #include "hydro/signal_map.h"
 #include "supervisor.h"
 #include "watchdog.h"
@@ -48,20 +49,22 @@ int main(int argc, char** argv) {
                  "Seconds after a timer's SIGTERM, SIGINT, SIGHUP or SIGQUIT (a timer may ask for one instead of "
                  "SIGKILL) at which a worker still running gets SIGKILL, with its process group; 0 = never")
       ->capture_default_str();
-  // A whole-number default from the environment; false (and a message) when it is not one.
-  auto env_count = [](const char* name, int* out) {
-    const char* m = std::getenv(name);
+  // A setting's value, checked against hydro's settings schema (the plugin's ranges); false (and a
+  // message naming `where`) when it is out of them.
+  auto valid = [](const char* env, const std::string& value, const std::string& where) {
+    hydro::Status st = hydro::check_setting(hydro::setting_row(env), value, where);
+    if (!st.ok()) std::fprintf(stderr, "hydro-launch: %s\n", st.message().c_str());
+    return st.ok();
+  };
+  // A whole-number default from the job's environment.
+  auto env_number = [&](const char* env, int* out) {
+    const char* m = std::getenv(env);
     if (!m || !*m) return true;
-    int n = hydro::launcher::parse_restart_count(m);
-    if (n < 0) {
-      std::fprintf(stderr, "hydro-launch: %s='%s' is not a whole number\n", name, m);
-      return false;
-    }
-    *out = n;
+    if (!valid(env, m, env)) return false;
+    *out = std::stoi(m);
     return true;
   };
-  if (!env_count("HYDRO_MAX_RESTARTS", &o.max_restarts) ||
-      !env_count("HYDRO_TIME_LIMIT_MARGIN", &o.time_limit_margin))
+  if (!env_number("HYDRO_MAX_RESTARTS", &o.max_restarts) || !env_number("HYDRO_TIME_LIMIT_MARGIN", &o.time_limit_margin))
     return 2;
   if (const char* map = std::getenv("HYDRO_SIGNALS")) {
     hydro::Status st = hydro::SignalMap::parse(map, "HYDRO_SIGNALS", &o.signals);
@@ -120,13 +123,8 @@ int main(int argc, char** argv) {
                  o.watchdog_kill_after);
     return 2;
   }
-  if (o.max_restarts < 0) {
-    std::fprintf(stderr, "hydro-launch: --max-restarts: %d must be 0 or more\n", o.max_restarts);
+  if (!valid("HYDRO_MAX_RESTARTS", std::to_string(o.max_restarts), "--max-restarts") ||
+      !valid("HYDRO_TIME_LIMIT_MARGIN", std::to_string(o.time_limit_margin), "--time-limit-margin"))
     return 2;
-  }
-  if (o.time_limit_margin < 0) {
-    std::fprintf(stderr, "hydro-launch: --time-limit-margin: %d must be 0 or more\n", o.time_limit_margin);
-    return 2;
-  }
   return hydro::launcher::run(o);
 }

@@ -40,11 +40,12 @@ constexpr int kReadyWaitSeconds = 60;
 // these unless we pass them on.
 constexpr int kAlwaysForwarded[] = {SIGTSTP, SIGCONT, SIGTERM, SIGINT, SIGHUP, SIGQUIT};
 
-void prepare_resume(const Options& o) {
+// Sets HYDRO_RESUME_FROM for the program; false when the checkpoint directory cannot be used.
+bool prepare_resume(const Options& o) {
   ::unsetenv("HYDRO_RESUME_FROM");
   if (o.checkpoint_dir.empty()) {
     say("no checkpoint directory (--checkpoint-dir or HYDRO_CKPT_DIR): the program starts fresh");
-    return;
+    return true;
   }
   // --checkpoint-dir replaces the plugin's default: it is no longer hydro's default then.
   if (const char* env = std::getenv("HYDRO_CKPT_DIR"); !env || o.checkpoint_dir != env) ::unsetenv("HYDRO_CKPT_DIR_DEFAULT");
@@ -54,7 +55,7 @@ void prepare_resume(const Options& o) {
   Status st = dir.open();
   if (!st.ok()) {
     say("error: checkpoint directory: " + st.message());
-    std::exit(2);
+    return false;
   }
   std::optional<CheckpointInfo> found;
   std::vector<std::string> warnings;
@@ -62,10 +63,11 @@ void prepare_resume(const Options& o) {
   for (const auto& w : warnings) say("warning: " + w);
   if (!found) {
     say("no valid checkpoint in " + o.checkpoint_dir + ": the program starts fresh");
-    return;
+    return true;
   }
   ::setenv("HYDRO_RESUME_FROM", found->path.c_str(), 1);
   say("resuming from step " + std::to_string(found->step) + " (" + found->path + ")");
+  return true;
 }
 
 // `ready_fd`: the write end of the readiness pipe (hydro/launch_ready.h), kept open in the child.
@@ -121,7 +123,7 @@ int run(const Options& o) {
     return 1;
   }
 
-  prepare_resume(o);
+  if (!prepare_resume(o)) return 2;
   std::unique_ptr<Watchdog> watchdog;
   if (!o.watchdog_file.empty()) {
     Status st = Watchdog::open(o.watchdog_file, &watchdog);

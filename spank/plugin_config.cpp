@@ -1,7 +1,7 @@
 #include "plugin_config.h"
 
+#include "hydro/setting_schema.h"
 #include "hydro/settings.h"
-#include "hydro/signal_map.h"
 
 namespace hydro::spank {
 namespace {
@@ -49,62 +49,34 @@ Status parse_dir(const std::string& value, const std::string& where, bool is_tem
 }  // namespace
 
 const std::vector<SettingSpec>& job_setting_specs() {
-  static const std::vector<SettingSpec> specs = {
-      {"default_pause", "hydro-pause", "HYDRO_PAUSE", "on|off",
-       "hydro: pause training at the next operator on suspend, and checkpoint before requeue [on|off]"},
-      {"checkpoint_dir", "hydro-checkpoint-dir", "HYDRO_CKPT_DIR", "DIR",
-       "hydro: the job's checkpoint directory, an absolute path (default: the admin's, per job)"},
-      {"checkpoint_every", "hydro-checkpoint-every", "HYDRO_CKPT_EVERY", "STEPS",
-       "hydro: steps between periodic checkpoints; 0 = only when Slurm ends the job"},
-      {"keep_last", "hydro-keep-last", "HYDRO_KEEP_LAST", "N", "hydro: checkpoints kept; 0 = all"},
-      {"checkpoint_mode", "hydro-checkpoint-mode", "HYDRO_CKPT_MODE", "sync_any|sync_all|async",
-       "hydro: how the ranks checkpoint [sync_any|sync_all|async]"},
-      {"max_restarts", "hydro-max-restarts", "HYDRO_MAX_RESTARTS", "N",
-       "hydro: the most times hydro-launch requeues the job itself"},
-      {"time_limit_margin", "hydro-time-limit-margin", "HYDRO_TIME_LIMIT_MARGIN", "SECONDS",
-       "hydro: hydro-launch checkpoints and requeues the job this long before its time limit; 0 = off"},
-      {"signals", "hydro-signals", "HYDRO_SIGNALS", "MAP",
-       "hydro: which signal asks for what, e.g. 'pause=PWR;resume=URG' (actions: pause, resume, checkpoint_exit, "
-       "checkpoint); the runtime, hydro-launch and hydroctl all follow it"},
-  };
+  static const std::vector<SettingSpec> specs = [] {
+    std::vector<SettingSpec> v;
+    for (const auto& row : settings_schema())
+      if (row.key) v.push_back({row.key, row.option, row.env, row.arginfo, row.help});
+    return v;
+  }();
   return specs;
 }
 
 Status parse_job_setting(const SettingSpec& spec, const std::string& value, const std::string& where,
                          bool is_template, JobSettings* out) {
   const std::string key = spec.key;
-  int64_t n = 0;
-  if (key == "default_pause") {
-    bool on = false;
-    HYDRO_RETURN_IF_ERROR(parse_on_off(value, where, &on));
-    out->pause = on;
-  } else if (key == "checkpoint_dir") {
+  if (key == "checkpoint_dir") {
     std::string dir;
     HYDRO_RETURN_IF_ERROR(parse_dir(value, where, is_template, &dir));
     out->checkpoint_dir = dir;
-  } else if (key == "checkpoint_every") {
-    HYDRO_RETURN_IF_ERROR(parse_int(where.c_str(), value, 0, INT64_MAX, &n));
-    out->checkpoint_every = n;
-  } else if (key == "keep_last") {
-    HYDRO_RETURN_IF_ERROR(parse_int(where.c_str(), value, 0, 1000000, &n));
-    out->keep_last = n;
-  } else if (key == "checkpoint_mode") {
-    if (value != "sync_any" && value != "sync_all" && value != "async")
-      return Status::invalid_argument(where + "='" + value + "' is not sync_any, sync_all or async");
-    out->checkpoint_mode = value;
-  } else if (key == "max_restarts") {
-    HYDRO_RETURN_IF_ERROR(parse_int(where.c_str(), value, 0, 1000000, &n));
-    out->max_restarts = n;
-  } else if (key == "time_limit_margin") {
-    HYDRO_RETURN_IF_ERROR(parse_int(where.c_str(), value, 0, 365 * 24 * 3600, &n));
-    out->time_limit_margin = n;
-  } else if (key == "signals") {
-    SignalMap map;
-    HYDRO_RETURN_IF_ERROR(SignalMap::parse(value, where, &map));
-    out->signals = value;
-  } else {
-    return Status::invalid_argument(where + ": no such setting");
+    return Status::OK();
   }
+  HYDRO_RETURN_IF_ERROR(check_setting(setting_row(spec.env), value, where));
+  bool on = false;
+  if (key == "default_pause") out->pause = parse_on_off(value, where, &on).ok() && on;
+  else if (key == "checkpoint_every") out->checkpoint_every = std::stoll(value);
+  else if (key == "keep_last") out->keep_last = std::stoll(value);
+  else if (key == "checkpoint_mode") out->checkpoint_mode = value;
+  else if (key == "max_restarts") out->max_restarts = std::stoll(value);
+  else if (key == "time_limit_margin") out->time_limit_margin = std::stoll(value);
+  else if (key == "signals") out->signals = value;
+  else return Status::invalid_argument(where + ": no such setting");
   return Status::OK();
 }
 

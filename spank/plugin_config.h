@@ -30,7 +30,8 @@ struct JobSettings {
   std::optional<std::string> signals;        // --hydro-signals, HYDRO_SIGNALS (hydro/signal_map.h)
 };
 
-// One per-job setting: its user option, its admin key, and the variable the job sees.
+// One per-job setting: its user option, its admin key, and the variable the job sees. The rows of
+// the core's settings schema (hydro/setting_schema.h) that have an admin key.
 struct SettingSpec {
   const char* key;     // admin key (YAML and plugstack): checkpoint_every
   const char* option;  // user option without "--": hydro-checkpoint-every

@@ -56,7 +56,9 @@ Status CheckpointDir::open(bool clean) {
   HYDRO_RETURN_IF_ERROR(check_root_trusted(root_));
   if (!clean) return Status::OK();
   std::vector<std::string> names;
-  HYDRO_RETURN_IF_ERROR(fs_.list_dir(root_, &names));
+  Status s = fs_.list_dir(root_, &names);
+  if (s.code() == Code::not_found) return Status::OK();  // no directory yet: no checkpoints
+  HYDRO_RETURN_IF_ERROR(s);
   for (const auto& n : names) {
     bool ours = n.rfind(kStagingPrefix, 0) == 0 || n.rfind(kLinkPrefix, 0) == 0;
     if (ours && !writer_alive(root_, n)) HYDRO_RETURN_IF_ERROR(fs_.remove_tree(root_ + "/" + n));
@@ -175,7 +177,9 @@ Status CheckpointWriter::commit(CheckpointInfo* out) {
   const std::string final_path = root + "/" + name;
 
   // Not committed until the rename below: any failure leaves `latest` where it was.
-  manifest_.generation = dir_->newest_generation() + 1;
+  int64_t newest = 0;
+  HYDRO_RETURN_IF_ERROR(dir_->newest_generation(&newest));
+  manifest_.generation = newest + 1;
   std::string json = manifest_.to_json();
   std::unique_ptr<WritableFile> f;
   HYDRO_RETURN_IF_ERROR(fs.new_writable(staging_ + "/" + Manifest::kFileName, &f));
@@ -268,15 +272,23 @@ Status CheckpointDir::verify(const std::string& name, Manifest* out) const {
   return Status::OK();
 }
 
-std::vector<CheckpointInfo> CheckpointDir::list() const {
-  std::vector<CheckpointInfo> out;
+Status CheckpointDir::list(std::vector<CheckpointInfo>* out) const {
+  out->clear();
   std::vector<std::string> names;
-  if (!fs_.list_dir(root_, &names).ok()) return out;
+  Status s = fs_.list_dir(root_, &names);
+  if (s.code() == Code::not_found) return Status::OK();  // no directory yet: no checkpoints
+  HYDRO_RETURN_IF_ERROR(s);
   for (const auto& n : names) {
     int64_t step;
-    if (parse_name(n, &step)) out.push_back({n, root_ + "/" + n, step});
+    if (parse_name(n, &step)) out->push_back({n, root_ + "/" + n, step});
   }
-  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.step < b.step; });
+  std::sort(out->begin(), out->end(), [](const auto& a, const auto& b) { return a.step < b.step; });
+  return Status::OK();
+}
+
+std::vector<CheckpointInfo> CheckpointDir::list() const {
+  std::vector<CheckpointInfo> out;
+  (void)list(&out);
   return out;
 }
 
@@ -298,7 +310,8 @@ Status CheckpointDir::latest_valid(std::optional<CheckpointInfo>* out, std::vect
   } else if (s.code() != Code::not_found) {
     warnings->push_back(s.message());
   }
-  auto all = in_commit_order();
+  std::vector<CheckpointInfo> all;
+  HYDRO_RETURN_IF_ERROR(in_commit_order(&all));
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
     if (it->name == target) continue;
     Status v = verify(it->name);
@@ -319,7 +332,9 @@ Status CheckpointDir::prune(int keep_last) {
   // Oldest first. Only a checkpoint whose manifest was read and says it is not force_save is a
   // candidate: one that cannot be read now (a disk or NFS hiccup) may be a force_save, and stays.
   std::vector<std::pair<int64_t, CheckpointInfo>> candidates;  // (generation, checkpoint)
-  for (auto& c : list()) {
+  std::vector<CheckpointInfo> committed;
+  HYDRO_RETURN_IF_ERROR(list(&committed));
+  for (auto& c : committed) {
     Manifest m;
     if (read_manifest(c.name, &m).ok() && !m.keep) candidates.emplace_back(m.generation, std::move(c));
   }
@@ -334,25 +349,29 @@ Status CheckpointDir::prune(int keep_last) {
   return Status::OK();
 }
 
-std::vector<CheckpointInfo> CheckpointDir::in_commit_order() const {
+Status CheckpointDir::in_commit_order(std::vector<CheckpointInfo>* out) const {
+  std::vector<CheckpointInfo> committed;
+  HYDRO_RETURN_IF_ERROR(list(&committed));
   std::vector<std::pair<int64_t, CheckpointInfo>> all;  // (generation, checkpoint), by step
-  for (auto& c : list()) {
+  for (auto& c : committed) {
     Manifest m;
     all.emplace_back(read_manifest(c.name, &m).ok() ? m.generation : 0, std::move(c));
   }
   std::stable_sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::vector<CheckpointInfo> out;
-  for (auto& [g, c] : all) out.push_back(std::move(c));
-  return out;
+  out->clear();
+  for (auto& [g, c] : all) out->push_back(std::move(c));
+  return Status::OK();
 }
 
-int64_t CheckpointDir::newest_generation() const {
-  int64_t newest = 0;
-  for (const auto& c : list()) {
+Status CheckpointDir::newest_generation(int64_t* out) const {
+  std::vector<CheckpointInfo> committed;
+  HYDRO_RETURN_IF_ERROR(list(&committed));
+  *out = 0;
+  for (const auto& c : committed) {
     Manifest m;
-    if (read_manifest(c.name, &m).ok()) newest = std::max(newest, m.generation);
+    if (read_manifest(c.name, &m).ok()) *out = std::max(*out, m.generation);
   }
-  return newest;
+  return Status::OK();
 }
 
 }  // namespace hydro

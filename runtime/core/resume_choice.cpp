@@ -57,7 +57,9 @@ Status agreed_by_group(const Settings& s, CheckpointGroup& group, const std::fun
   HYDRO_RETURN_IF_ERROR(check_if_present(root));
   CheckpointDir dir(root);
   std::set<int64_t> loadable;
-  for (const auto& c : dir.list()) {
+  std::vector<CheckpointInfo> committed;
+  HYDRO_RETURN_IF_ERROR(dir.list(&committed));
+  for (const auto& c : committed) {
     Manifest m;
     Status v = dir.verify(c.name, &m);
     if (!v.ok()) log("warning: " + v.message());

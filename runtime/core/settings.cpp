@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 
+#include "hydro/setting_schema.h"
+
 namespace hydro {
 
 Status parse_int(const char* var, const std::string& value, int64_t min, int64_t max, int64_t* out) {
@@ -33,43 +35,51 @@ const char* mode_name(CheckpointMode m) {
   return "?";
 }
 
-Status Settings::from_env(Settings* out, const std::function<const char*(const char*)>& getenv) {
+namespace {
+
+using Getenv = std::function<const char*(const char*)>;
+
+// A variable's value, checked against its row of the schema (hydro/setting_schema.h); "" if unset.
+Status checked(const Getenv& getenv, const char* env, std::string* out) {
+  const char* v = getenv(env);
+  *out = v ? v : "";
+  return out->empty() ? Status::OK() : check_setting(setting_row(env), *out, env);
+}
+
+Status read_on_off(const Getenv& getenv, const char* env, bool* out) {
+  std::string v;
+  HYDRO_RETURN_IF_ERROR(checked(getenv, env, &v));
+  return v.empty() ? Status::OK() : parse_on_off(v, env, out);
+}
+
+template <typename Int>
+Status read_number(const Getenv& getenv, const char* env, Int* out) {
+  std::string v;
+  HYDRO_RETURN_IF_ERROR(checked(getenv, env, &v));
+  if (!v.empty()) *out = static_cast<Int>(std::stoll(v));
+  return Status::OK();
+}
+
+}  // namespace
+
+Status Settings::from_env(Settings* out, const Getenv& getenv) {
   Settings s;
-  auto get = [&](const char* var) -> std::string {
-    const char* v = getenv(var);
-    return v ? v : "";
-  };
-  if (std::string v = get("HYDRO_PAUSE"); !v.empty())
-    HYDRO_RETURN_IF_ERROR(parse_on_off(v, "HYDRO_PAUSE", &s.pause));
-  s.checkpoint_dir = get("HYDRO_CKPT_DIR");
-  if (!s.checkpoint_dir.empty() && s.checkpoint_dir[0] != '/')
-    return Status::invalid_argument("HYDRO_CKPT_DIR='" + s.checkpoint_dir + "' must be an absolute path");
-  s.resume_from = get("HYDRO_RESUME_FROM");
-  if (std::string v = get("HYDRO_CKPT_EVERY"); !v.empty())
-    HYDRO_RETURN_IF_ERROR(parse_int("HYDRO_CKPT_EVERY", v, 0, INT64_MAX, &s.checkpoint_every));
-  if (std::string v = get("HYDRO_KEEP_LAST"); !v.empty()) {
-    int64_t k;
-    HYDRO_RETURN_IF_ERROR(parse_int("HYDRO_KEEP_LAST", v, 0, 1000000, &k));
-    s.keep_last = static_cast<int>(k);
-  }
-  if (std::string v = get("HYDRO_CUDA_RELEASE"); !v.empty())
-    HYDRO_RETURN_IF_ERROR(parse_on_off(v, "HYDRO_CUDA_RELEASE", &s.cuda_release));
-  if (std::string v = get("HYDRO_CKPT_DIRECT_IO"); !v.empty())
-    HYDRO_RETURN_IF_ERROR(parse_on_off(v, "HYDRO_CKPT_DIRECT_IO", &s.direct_io));
-  if (std::string v = get("HYDRO_SUSPEND_CHECKPOINT"); !v.empty()) {
-    if (v == "auto") s.suspend_checkpoint = true;
-    else if (v == "off") s.suspend_checkpoint = false;
-    else return Status::invalid_argument("HYDRO_SUSPEND_CHECKPOINT='" + v + "' is not auto or off");
-  }
-  if (std::string v = get("HYDRO_CKPT_MODE"); !v.empty()) {
-    if (v == "sync_any") s.mode = CheckpointMode::sync_any;
-    else if (v == "sync_all") s.mode = CheckpointMode::sync_all;
-    else if (v == "async") s.mode = CheckpointMode::async;
-    else return Status::invalid_argument("HYDRO_CKPT_MODE='" + v + "' is not sync_any, sync_all or async");
-  }
-  if (std::string v = get("HYDRO_STORE_TIMEOUT"); !v.empty())
-    HYDRO_RETURN_IF_ERROR(parse_int("HYDRO_STORE_TIMEOUT", v, 1, 7 * 24 * 3600, &s.store_timeout_s));
-  HYDRO_RETURN_IF_ERROR(SignalMap::parse(get("HYDRO_SIGNALS"), "HYDRO_SIGNALS", &s.signals));
+  std::string v;
+  HYDRO_RETURN_IF_ERROR(read_on_off(getenv, "HYDRO_PAUSE", &s.pause));
+  HYDRO_RETURN_IF_ERROR(checked(getenv, "HYDRO_CKPT_DIR", &s.checkpoint_dir));
+  HYDRO_RETURN_IF_ERROR(checked(getenv, "HYDRO_RESUME_FROM", &s.resume_from));
+  HYDRO_RETURN_IF_ERROR(read_number(getenv, "HYDRO_CKPT_EVERY", &s.checkpoint_every));
+  HYDRO_RETURN_IF_ERROR(read_number(getenv, "HYDRO_KEEP_LAST", &s.keep_last));
+  HYDRO_RETURN_IF_ERROR(read_on_off(getenv, "HYDRO_CUDA_RELEASE", &s.cuda_release));
+  HYDRO_RETURN_IF_ERROR(read_on_off(getenv, "HYDRO_CKPT_DIRECT_IO", &s.direct_io));
+  HYDRO_RETURN_IF_ERROR(checked(getenv, "HYDRO_SUSPEND_CHECKPOINT", &v));
+  if (!v.empty()) s.suspend_checkpoint = v == "auto";
+  HYDRO_RETURN_IF_ERROR(checked(getenv, "HYDRO_CKPT_MODE", &v));
+  if (v == "sync_all") s.mode = CheckpointMode::sync_all;
+  else if (v == "async") s.mode = CheckpointMode::async;
+  HYDRO_RETURN_IF_ERROR(read_number(getenv, "HYDRO_STORE_TIMEOUT", &s.store_timeout_s));
+  HYDRO_RETURN_IF_ERROR(checked(getenv, "HYDRO_SIGNALS", &v));
+  HYDRO_RETURN_IF_ERROR(SignalMap::parse(v, "HYDRO_SIGNALS", &s.signals));
   DistEnv dist;
   HYDRO_RETURN_IF_ERROR(DistEnv::from_env(&dist, getenv));
   s.rank = dist.rank;

@@ -1,6 +1,6 @@
 // The checkpoint directory against what others do to it: files swapped for symlinks or FIFOs,
 // several tasks cleaning one crash's leftovers at once, a manifest that fails to read once, a root
-// other users can write to, another machine's writer on a shared directory.
+// other users can write to, another machine's writer on a shared directory, a listing that fails.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -204,6 +204,39 @@ TEST(CheckpointDir, AProtectedCheckpointIsNeverPruned) {
   EXPECT_TRUE(posix_fs().exists(t.path + "/step-000000000001"));
   EXPECT_FALSE(posix_fs().exists(t.path + "/step-000000000002"));
   EXPECT_TRUE(posix_fs().exists(t.path + "/step-000000000003"));
+}
+
+// A directory that fails to list (a disk or NFS hiccup) is an error for the resume, never "no
+// checkpoint": the job would start afresh, and its new checkpoints would prune the old ones.
+TEST(CheckpointDir, AListingThatFailsIsAnErrorNotAFreshStart) {
+  TempDir t;
+  FaultFs fs;
+  CheckpointDir dir(t.path, fs, 2);
+  ASSERT_TRUE(dir.open().ok());
+  ASSERT_TRUE(write_checkpoint(dir, 1).ok());
+  ASSERT_TRUE(write_checkpoint(dir, 2).ok());
+  ASSERT_EQ(::truncate((t.path + "/step-000000000002/model.pt").c_str(), 0), 0);  // latest fails: fall back
+  fs.fail_list_of = t.path;
+  std::optional<CheckpointInfo> found;
+  std::vector<std::string> warnings;
+  Status s = dir.latest_valid(&found, &warnings);
+  EXPECT_EQ(s.message(), "list " + t.path + ": Input/output error");
+  EXPECT_FALSE(found);
+  EXPECT_FALSE(write_checkpoint(dir, 3).ok()) << "a commit that cannot order itself among the others";
+  fs.fail_list_of.clear();
+  ASSERT_TRUE(dir.latest_valid(&found, &warnings).ok());
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->step, 1);
+}
+
+TEST(CheckpointDir, ARootNotMadeYetIsAFreshStart) {
+  TempDir t;
+  CheckpointDir dir(t.path + "/not-yet");
+  std::optional<CheckpointInfo> found;
+  std::vector<std::string> warnings;
+  ASSERT_TRUE(dir.latest_valid(&found, &warnings).ok());
+  EXPECT_FALSE(found);
+  EXPECT_TRUE(warnings.empty());
 }
 
 }  // namespace

@@ -21,6 +21,7 @@ class FaultFs : public Fs {
   int fail_dir_sync_at = -1;     // the Nth directory fsync fails with EIO
   int writes = 0, syncs = 0, dir_syncs = 0;
   std::string fail_read_of;      // reading this file fails with EIO (a disk or NFS hiccup)
+  std::string fail_list_of;      // listing this directory fails with EIO
   int fail_rename_noreplace_at = -1;  // the Nth no-replace rename (0-based) fails with EIO
   int renames_noreplace = 0;
 
@@ -45,7 +46,10 @@ class FaultFs : public Fs {
   Status rename(const std::string& a, const std::string& b) override { return real_.rename(a, b); }
   Status symlink(const std::string& t, const std::string& l) override { return real_.symlink(t, l); }
   Status read_link(const std::string& p, std::string* t) override { return real_.read_link(p, t); }
-  Status list_dir(const std::string& p, std::vector<std::string>* n) override { return real_.list_dir(p, n); }
+  Status list_dir(const std::string& p, std::vector<std::string>* n) override {
+    if (p == fail_list_of) return Status::from_errno(EIO, "list " + p);
+    return real_.list_dir(p, n);
+  }
   Status remove_tree(const std::string& p) override { return real_.remove_tree(p); }
   bool exists(const std::string& p) override { return real_.exists(p); }
 

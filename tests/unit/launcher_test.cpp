@@ -320,7 +320,11 @@ TEST(Launcher, TimeLimitMarginFromTheEnvironmentAndItsErrors) {
   EXPECT_EQ(r.err, "hydro-launch: HYDRO_TIME_LIMIT_MARGIN='soon' is not a whole number\n");
   r = run_launcher({"--time-limit-margin", "-5", "--", "true"}, {}, t.path);
   EXPECT_EQ(WEXITSTATUS(r.status), 2);
-  EXPECT_EQ(r.err, "hydro-launch: --time-limit-margin: -5 must be 0 or more\n");
+  EXPECT_EQ(r.err, "hydro-launch: --time-limit-margin=-5 is out of range [0, 31536000]\n");
+  // The plugin's range, from the one settings schema.
+  r = run_launcher({"--", "true"}, {"HYDRO_MAX_RESTARTS=2000000"}, t.path);
+  EXPECT_EQ(WEXITSTATUS(r.status), 2);
+  EXPECT_EQ(r.err, "hydro-launch: HYDRO_MAX_RESTARTS=2000000 is out of range [0, 1000000]\n");
   // Outside a Slurm job there is nothing to watch: the program just runs.
   r = run_launcher({"--", "true"}, {"HYDRO_TIME_LIMIT_MARGIN=60", "SLURM_JOB_ID="}, t.path);
   EXPECT_EQ(WEXITSTATUS(r.status), 0) << r.err;

@@ -131,10 +131,13 @@ class CheckpointDir {
   // The newest checkpoint that verifies: `latest` first, then the others newest first.
   // Sets *out to nullopt when there is none. Problems found on the way go to *warnings.
   Status latest_valid(std::optional<CheckpointInfo>* out, std::vector<std::string>* warnings) const;
-  // Committed checkpoints, lowest step first (not verified).
+  // Committed checkpoints, lowest step first (not verified). A directory that cannot be listed
+  // (a disk or NFS hiccup) is an error, never an empty list: that would start a job afresh.
+  Status list(std::vector<CheckpointInfo>* out) const;
+  // The same, empty when the directory cannot be listed: for a display only.
   std::vector<CheckpointInfo> list() const;
   // The same in commit order (the manifests' generation, then step), oldest first.
-  std::vector<CheckpointInfo> in_commit_order() const;
+  Status in_commit_order(std::vector<CheckpointInfo>* out) const;
   // Deletes all but the `keep_last` newest committed checkpoints (commit order, not step). Never
   // deletes `latest`'s target, a protected one, or a force_save checkpoint (manifest "keep"), and
   // force_saves do not count toward keep_last.
@@ -149,7 +152,7 @@ class CheckpointDir {
  private:
   friend class CheckpointWriter;
   Status swap_latest(const std::string& name);
-  int64_t newest_generation() const;
+  Status newest_generation(int64_t* out) const;
   std::set<std::string> protected_;
   std::string root_;
   Fs& fs_;

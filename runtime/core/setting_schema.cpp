@@ -1,0 +1,94 @@
+#include "hydro/setting_schema.h"
+
+#include <stdexcept>
+
+#include "hydro/settings.h"
+#include "hydro/signal_map.h"
+#include "hydro/text.h"
+
+namespace hydro {
+
+const std::vector<SettingRow>& settings_schema() {
+  using K = SettingKind;
+  static const std::vector<SettingRow> rows = {
+      // Set by the admin (YAML, plugstack) or the user (option, environment) through the plugin.
+      {"HYDRO_PAUSE", "default_pause", "hydro-pause", "on|off", K::on_off, 0, 0, nullptr, "on",
+       "hydro: pause training at the next operator on suspend, and checkpoint before requeue [on|off]"},
+      {"HYDRO_CKPT_DIR", "checkpoint_dir", "hydro-checkpoint-dir", "DIR", K::absolute_path, 0, 0, nullptr, "",
+       "hydro: the job's checkpoint directory, an absolute path (default: the admin's, per job)"},
+      {"HYDRO_CKPT_EVERY", "checkpoint_every", "hydro-checkpoint-every", "STEPS", K::whole_number, 0, INT64_MAX,
+       nullptr, "0", "hydro: steps between periodic checkpoints; 0 = only when Slurm ends the job"},
+      {"HYDRO_KEEP_LAST", "keep_last", "hydro-keep-last", "N", K::whole_number, 0, 1000000, nullptr, "3",
+       "hydro: checkpoints kept; 0 = all"},
+      {"HYDRO_CKPT_MODE", "checkpoint_mode", "hydro-checkpoint-mode", "sync_any|sync_all|async", K::choice, 0, 0,
+       "sync_any|sync_all|async", "sync_any", "hydro: how the ranks checkpoint [sync_any|sync_all|async]"},
+      {"HYDRO_MAX_RESTARTS", "max_restarts", "hydro-max-restarts", "N", K::whole_number, 0, 1000000, nullptr, "3",
+       "hydro: the most times hydro-launch requeues the job itself"},
+      {"HYDRO_TIME_LIMIT_MARGIN", "time_limit_margin", "hydro-time-limit-margin", "SECONDS", K::whole_number, 0,
+       365 * 24 * 3600, nullptr, "0",
+       "hydro: hydro-launch checkpoints and requeues the job this long before its time limit; 0 = off"},
+      {"HYDRO_SIGNALS", "signals", "hydro-signals", "MAP", K::signal_map, 0, 0, nullptr, "",
+       "hydro: which signal asks for what, e.g. 'pause=PWR;resume=URG' (actions: pause, resume, checkpoint_exit, "
+       "checkpoint); the runtime, hydro-launch and hydroctl all follow it"},
+      // The runtime's own: the user's environment only.
+      {"HYDRO_CUDA_RELEASE", nullptr, nullptr, "on|off", K::on_off, 0, 0, nullptr, "off",
+       "free libtorch's cached device memory while paused"},
+      {"HYDRO_CKPT_DIRECT_IO", nullptr, nullptr, "on|off", K::on_off, 0, 0, nullptr, "on",
+       "big checkpoint files bypass the page cache (O_DIRECT) where the filesystem takes it"},
+      {"HYDRO_SUSPEND_CHECKPOINT", nullptr, nullptr, "auto|off", K::choice, 0, 0, "auto|off", "auto",
+       "on SIGTSTP, finish the step and checkpoint before pausing when both fit well inside Slurm's 2 s"},
+      {"HYDRO_STORE_TIMEOUT", nullptr, nullptr, "SECONDS", K::whole_number, 1, 7 * 24 * 3600, nullptr, "1800",
+       "the longest a rank waits for its peers"},
+      {"HYDRO_RESUME_FROM", nullptr, nullptr, "DIR", K::absolute_path, 0, 0, nullptr, "",
+       "the checkpoint to resume from (hydro-launch sets it)"},
+  };
+  return rows;
+}
+
+const SettingRow& setting_row(const std::string& env) {
+  for (const auto& row : settings_schema())
+    if (env == row.env) return row;
+  throw std::logic_error("hydro: no setting " + env + " in the schema");
+}
+
+namespace {
+
+// "a|b|c" -> "a, b or c"
+std::string alternatives(const std::vector<std::string>& choices) {
+  std::string s;
+  for (size_t i = 0; i < choices.size(); ++i)
+    s += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + choices[i];
+  return s;
+}
+
+}  // namespace
+
+Status check_setting(const SettingRow& row, const std::string& value, const std::string& where) {
+  switch (row.kind) {
+    case SettingKind::on_off: {
+      bool ignored;
+      return parse_on_off(value, where, &ignored);
+    }
+    case SettingKind::whole_number: {
+      int64_t ignored;
+      return parse_int(where.c_str(), value, row.min, row.max, &ignored);
+    }
+    case SettingKind::absolute_path:
+      if (value.empty() || value[0] != '/')
+        return Status::invalid_argument(where + "='" + value + "' must be an absolute path");
+      return Status::OK();
+    case SettingKind::choice: {
+      const std::vector<std::string> choices = split(row.choices, '|');
+      for (const auto& c : choices)
+        if (value == c) return Status::OK();
+      return Status::invalid_argument(where + "='" + value + "' is not " + alternatives(choices));
+    }
+    case SettingKind::signal_map: {
+      SignalMap ignored;
+      return SignalMap::parse(value, where, &ignored);
+    }
+  }
+  return Status::invalid_argument(where + ": unknown kind of setting");
+}
+
+}  // namespace hydro

@@ -1,0 +1,62 @@
+// The one settings schema (hydro/setting_schema.h): its checks, and the README's and the shipped
+// config's tables held to it, so that a setting added to the schema cannot go undocumented.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "hydro/setting_schema.h"
+
+namespace hydro {
+namespace {
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+TEST(SettingsSchema, ChecksEachKindAndNamesTheSource) {
+  EXPECT_TRUE(check_setting(setting_row("HYDRO_KEEP_LAST"), "5", "HYDRO_KEEP_LAST").ok());
+  EXPECT_EQ(check_setting(setting_row("HYDRO_KEEP_LAST"), "-1", "--hydro-keep-last").message(),
+            "--hydro-keep-last=-1 is out of range [0, 1000000]");
+  EXPECT_EQ(check_setting(setting_row("HYDRO_PAUSE"), "maybe", "HYDRO_PAUSE").message(),
+            "HYDRO_PAUSE: 'maybe' is not on or off");
+  EXPECT_EQ(check_setting(setting_row("HYDRO_CKPT_MODE"), "fast", "HYDRO_CKPT_MODE").message(),
+            "HYDRO_CKPT_MODE='fast' is not sync_any, sync_all or async");
+  EXPECT_EQ(check_setting(setting_row("HYDRO_SUSPEND_CHECKPOINT"), "on", "x").message(), "x='on' is not auto or off");
+  EXPECT_EQ(check_setting(setting_row("HYDRO_RESUME_FROM"), "ck", "HYDRO_RESUME_FROM").message(),
+            "HYDRO_RESUME_FROM='ck' must be an absolute path");
+  EXPECT_EQ(check_setting(setting_row("HYDRO_SIGNALS"), "pause=NAP", "HYDRO_SIGNALS").message(),
+            "HYDRO_SIGNALS: unknown signal 'NAP'");
+  EXPECT_THROW(setting_row("HYDRO_NO_SUCH"), std::logic_error);
+}
+
+// README "Admins": | `key: ...` | `--option=...` | `VARIABLE` |, one row per admin setting.
+TEST(SettingsSchema, TheReadmesAdminTableIsTheSchemas) {
+  const std::string readme = slurp(HYDRO_SOURCE_DIR "/README.md");
+  std::set<std::string> documented, schema;
+  std::regex row(R"(\n\| `([a-z_]+): [^`]*` \| `--([a-z-]+)[^`]*` \| `(HYDRO_[A-Z_]+)` \|)");
+  for (std::sregex_iterator it(readme.begin(), readme.end(), row), end; it != end; ++it)
+    documented.insert((*it)[1].str() + " --" + (*it)[2].str() + " " + (*it)[3].str());
+  for (const auto& r : settings_schema())
+    if (r.key) schema.insert(std::string(r.key) + " --" + r.option + " " + r.env);
+  EXPECT_EQ(documented, schema);
+}
+
+TEST(SettingsSchema, EverySettingIsDocumented) {
+  const std::string readme = slurp(HYDRO_SOURCE_DIR "/README.md");
+  const std::string yaml = slurp(HYDRO_SOURCE_DIR "/etc/hydro.yaml");
+  for (const auto& r : settings_schema()) {
+    EXPECT_NE(readme.find(std::string("`") + r.env + "`"), std::string::npos) << r.env << " is not in the README";
+    if (!r.key) continue;
+    EXPECT_NE(yaml.find(std::string(r.key) + ":"), std::string::npos) << r.key << " is not in etc/hydro.yaml";
+    EXPECT_NE(yaml.find(std::string("--") + r.option), std::string::npos) << r.option << " is not in etc/hydro.yaml";
+  }
+}
+
+}  // namespace
+}  // namespace hydro
