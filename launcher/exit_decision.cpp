@@ -1,7 +1,11 @@
 #include <sys/wait.h>
 
+#include <cstdlib>
+
 #include "hydro/exit_codes.h"
+#include "hydro/log.h"
 #include "hydro/signal_map.h"
+#include "preemption.h"
 #include "supervisor.h"
 
 namespace hydro::launcher {
@@ -44,6 +48,45 @@ int parse_restart_count(const char* value) {
     n = n * 10 + (*p - '0');
   }
   return static_cast<int>(n);
+}
+
+ExitDecision decide_after_run(const Options& o, int wait_status, bool terminating, const std::string& hang) {
+  const char* job_id = std::getenv("SLURM_JOB_ID");
+  const bool in_job = job_id && *job_id;
+  const char* restarts_env = std::getenv("SLURM_RESTART_COUNT");
+  int restarts = parse_restart_count(restarts_env);
+  if (restarts < 0) {
+    log_line("hydro-launch", std::string("warning: SLURM_RESTART_COUNT='") + restarts_env +
+                                 "' is not a number; counting 0 restarts");
+    restarts = 0;
+  }
+  ExitDecision d;
+  if (!hang.empty()) {
+    d = decide_watchdog_exit(hang, terminating, in_job, restarts, o.max_restarts);
+  } else {
+    d = decide_exit(wait_status, terminating, in_job);
+    if (d.requeue && restarts >= o.max_restarts) {
+      d.requeue = false;
+      d.why = "the program checkpointed and asks to be run again, but not requeueing: the job has been restarted " +
+              std::to_string(restarts) + " times (SLURM_RESTART_COUNT) and --max-restarts is " +
+              std::to_string(o.max_restarts);
+    }
+    if (terminating && !d.requeue && d.exit_code == kExitRequeue && in_job) {
+      std::string when = job_preempt_time(o.scontrol, job_id);
+      if (!when.empty()) {
+        d.requeue = true;
+        d.why = "the program checkpointed; the job is being preempted (PreemptTime=" + when +
+                "): requeueing it now, so that it resumes once the preemptor ends";
+      }
+    }
+  }
+  // With several tasks (srun -n N hydro-launch ...), every task's hydro-launch decides the same;
+  // the one of task 0 requeues the job, once.
+  if (const char* procid = std::getenv("SLURM_PROCID"); d.requeue && procid && std::string(procid) != "0") {
+    d.requeue = false;
+    d.why += " (hydro-launch of task 0 runs the requeue)";
+  }
+  return d;
 }
 
 }  // namespace hydro::launcher

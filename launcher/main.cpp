@@ -10,8 +10,12 @@
 #include "supervisor.h"
 #include "watchdog.h"
 
-int main(int argc, char** argv) {
-  CLI::App app{
+namespace {
+
+using hydro::launcher::Options;
+
+std::string description() {
+  return
       "hydro-launch: run a training program under Slurm so that suspend, requeue and preemption cost "
       "it nothing.\n\n"
       "Resumes the program from the newest valid checkpoint in the checkpoint directory (it sets "
@@ -28,11 +32,44 @@ int main(int argc, char** argv) {
           std::to_string(hydro::kExitRequeue) + ", or " + std::to_string(hydro::kExitWatchdog) +
           " once the restarts are used up.\n\n"
           "In a batch script, `exec hydro-launch ...` (or `srun hydro-launch ...`) so that Slurm's signals "
-          "reach it under proctrack/cgroup.",
-      "hydro-launch"};
-  hydro::launcher::Options o;
-  if (const char* d = std::getenv("HYDRO_CKPT_DIR")) o.checkpoint_dir = d;
-  std::string requeue_signal;
+          "reach it under proctrack/cgroup.";
+}
+
+void fail(const std::string& message) { std::fprintf(stderr, "hydro-launch: %s\n", message.c_str()); }
+
+// A setting's value, checked against hydro's settings schema (the plugin's ranges); false (and a
+// message naming `where`) when it is out of them.
+bool valid(const char* env, const std::string& value, const std::string& where) {
+  hydro::Status st = hydro::check_setting(hydro::setting_row(env), value, where);
+  if (!st.ok()) fail(st.message());
+  return st.ok();
+}
+
+// A whole-number default from the job's environment.
+bool env_number(const char* env, int* out) {
+  const char* m = std::getenv(env);
+  if (!m || !*m) return true;
+  if (!valid(env, m, env)) return false;
+  *out = std::stoi(m);
+  return true;
+}
+
+// The defaults the job's environment gives (the plugin sets them): false on a bad value.
+bool read_env_defaults(Options* o) {
+  if (const char* d = std::getenv("HYDRO_CKPT_DIR")) o->checkpoint_dir = d;
+  if (!env_number("HYDRO_MAX_RESTARTS", &o->max_restarts) || !env_number("HYDRO_TIME_LIMIT_MARGIN", &o->time_limit_margin))
+    return false;
+  if (const char* map = std::getenv("HYDRO_SIGNALS")) {
+    hydro::Status st = hydro::SignalMap::parse(map, "HYDRO_SIGNALS", &o->signals);
+    if (!st.ok()) {
+      fail(st.message());
+      return false;
+    }
+  }
+  return true;
+}
+
+void add_options(CLI::App& app, Options& o, std::string& requeue_signal) {
   app.add_option("--checkpoint-dir", o.checkpoint_dir,
                  "Checkpoint directory, absolute (default: $HYDRO_CKPT_DIR, which the SPANK plugin sets)");
   app.add_option("--requeue-signal", requeue_signal,
@@ -49,30 +86,6 @@ int main(int argc, char** argv) {
                  "Seconds after a timer's SIGTERM, SIGINT, SIGHUP or SIGQUIT (a timer may ask for one instead of "
                  "SIGKILL) at which a worker still running gets SIGKILL, with its process group; 0 = never")
       ->capture_default_str();
-  // A setting's value, checked against hydro's settings schema (the plugin's ranges); false (and a
-  // message naming `where`) when it is out of them.
-  auto valid = [](const char* env, const std::string& value, const std::string& where) {
-    hydro::Status st = hydro::check_setting(hydro::setting_row(env), value, where);
-    if (!st.ok()) std::fprintf(stderr, "hydro-launch: %s\n", st.message().c_str());
-    return st.ok();
-  };
-  // A whole-number default from the job's environment.
-  auto env_number = [&](const char* env, int* out) {
-    const char* m = std::getenv(env);
-    if (!m || !*m) return true;
-    if (!valid(env, m, env)) return false;
-    *out = std::stoi(m);
-    return true;
-  };
-  if (!env_number("HYDRO_MAX_RESTARTS", &o.max_restarts) || !env_number("HYDRO_TIME_LIMIT_MARGIN", &o.time_limit_margin))
-    return 2;
-  if (const char* map = std::getenv("HYDRO_SIGNALS")) {
-    hydro::Status st = hydro::SignalMap::parse(map, "HYDRO_SIGNALS", &o.signals);
-    if (!st.ok()) {
-      std::fprintf(stderr, "hydro-launch: %s\n", st.message().c_str());
-      return 2;
-    }
-  }
   app.add_option("--max-restarts", o.max_restarts,
                  "hydro-launch's own requeues (the time limit's --requeue-signal, a program asking to be run "
                  "again, a watchdog expiry) happen only while SLURM_RESTART_COUNT is below this (default: "
@@ -90,41 +103,56 @@ int main(int argc, char** argv) {
   app.add_option("--scontrol", o.scontrol, "scontrol to run (requeue, show job)")->capture_default_str();
   app.add_option("command", o.command, "The program and its arguments, after --")->required();
   app.set_version_flag("--version", "hydro-launch " HYDRO_VERSION);
-  CLI11_PARSE(app, argc, argv);
+}
 
+// Checks what the command line gave, and expands --watchdog-file's %t and %j.
+bool check_options(Options* o, const std::string& requeue_signal) {
   if (!requeue_signal.empty()) {
-    o.requeue_signal = hydro::parse_signal(requeue_signal);
-    if (o.requeue_signal == 0 || o.requeue_signal == SIGKILL || o.requeue_signal == SIGSTOP ||
-        o.requeue_signal == SIGCHLD) {
+    o->requeue_signal = hydro::parse_signal(requeue_signal);
+    if (o->requeue_signal == 0 || o->requeue_signal == SIGKILL || o->requeue_signal == SIGSTOP ||
+        o->requeue_signal == SIGCHLD) {
       std::fprintf(stderr, "hydro-launch: --requeue-signal: '%s' is not a signal that can be caught\n",
                    requeue_signal.c_str());
-      return 2;
+      return false;
     }
   }
-  if (!o.checkpoint_dir.empty() && o.checkpoint_dir[0] != '/') {
-    std::fprintf(stderr, "hydro-launch: --checkpoint-dir: '%s' must be an absolute path\n", o.checkpoint_dir.c_str());
-    return 2;
+  if (!o->checkpoint_dir.empty() && o->checkpoint_dir[0] != '/') {
+    std::fprintf(stderr, "hydro-launch: --checkpoint-dir: '%s' must be an absolute path\n", o->checkpoint_dir.c_str());
+    return false;
   }
-  if (!o.watchdog_file.empty()) {
+  if (!o->watchdog_file.empty()) {
     std::string path;
-    hydro::Status st = hydro::launcher::Watchdog::expand_path(o.watchdog_file, [](const char* v) { return std::getenv(v); }, &path);
+    hydro::Status st = hydro::launcher::Watchdog::expand_path(o->watchdog_file, [](const char* v) { return std::getenv(v); }, &path);
     if (!st.ok()) {
-      std::fprintf(stderr, "hydro-launch: %s\n", st.message().c_str());
-      return 2;
+      fail(st.message());
+      return false;
     }
-    o.watchdog_file = path;
+    o->watchdog_file = path;
   }
-  if (!o.watchdog_file.empty() && o.watchdog_file[0] != '/') {
-    std::fprintf(stderr, "hydro-launch: --watchdog-file: '%s' must be an absolute path\n", o.watchdog_file.c_str());
-    return 2;
+  if (!o->watchdog_file.empty() && o->watchdog_file[0] != '/') {
+    std::fprintf(stderr, "hydro-launch: --watchdog-file: '%s' must be an absolute path\n", o->watchdog_file.c_str());
+    return false;
   }
-  if (!(o.watchdog_kill_after >= 0) || o.watchdog_kill_after > 86400) {
+  if (!(o->watchdog_kill_after >= 0) || o->watchdog_kill_after > 86400) {
     std::fprintf(stderr, "hydro-launch: --watchdog-kill-after: %g must be between 0 and 86400 seconds\n",
-                 o.watchdog_kill_after);
-    return 2;
+                 o->watchdog_kill_after);
+    return false;
   }
-  if (!valid("HYDRO_MAX_RESTARTS", std::to_string(o.max_restarts), "--max-restarts") ||
-      !valid("HYDRO_TIME_LIMIT_MARGIN", std::to_string(o.time_limit_margin), "--time-limit-margin"))
-    return 2;
+  if (!valid("HYDRO_MAX_RESTARTS", std::to_string(o->max_restarts), "--max-restarts") ||
+      !valid("HYDRO_TIME_LIMIT_MARGIN", std::to_string(o->time_limit_margin), "--time-limit-margin"))
+    return false;
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{description(), "hydro-launch"};
+  Options o;
+  std::string requeue_signal;
+  if (!read_env_defaults(&o)) return 2;
+  add_options(app, o, requeue_signal);
+  CLI11_PARSE(app, argc, argv);
+  if (!check_options(&o, requeue_signal)) return 2;
   return hydro::launcher::run(o);
 }

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <algorithm>
 #include <cstring>
+#include <chrono>
 #include <ctime>
 #include <memory>
 #include <optional>
@@ -107,208 +108,240 @@ int requeue_job(const std::string& scontrol, const std::string& job_id) {
   return rc;
 }
 
-}  // namespace
+// One run of the program: hydro-launch's signals, the program's readiness, the watchdog and the
+// time limit, served by one poll loop until the program ends.
+class Supervisor {
+ public:
+  explicit Supervisor(const Options& o) : o_(o), exit_signal_(o.signals.signal_for(Action::checkpoint_exit)) {
+    // A map with no checkpoint_exit: SIGTERM still ends the program.
+    if (!exit_signal_) exit_signal_ = SIGTERM;
+  }
+  ~Supervisor() { close_fds(); }
+  Supervisor(const Supervisor&) = delete;
+  Supervisor& operator=(const Supervisor&) = delete;
 
-int run(const Options& o) {
-  sigset_t handled, old_mask;
+  // Takes the signals, prepares the resume and the watchdog, starts the program. 0 when it runs,
+  // else hydro-launch's exit code.
+  int start();
+  // The event loop: returns once the program has ended (or was killed after a loop error).
+  void run_until_exit();
+  // Removes the watchdog's FIFO (if hydro-launch made it) and closes the loop's descriptors.
+  void close_fds();
+
+  int wait_status() const { return status_; }
+  bool terminating() const { return terminating_; }
+  const std::string& hang() const { return hang_; }
+
+ private:
+  using Steady = std::chrono::steady_clock;
+  int take_signals();
+  int open_watchdog();
+  int poll_timeout_ms() const;
+  void on_ready();
+  void on_ready_deadline();
+  bool on_signal();  // true once the program has ended
+  void ask_exit(const std::string& why);
+  void kill_program(const std::string& why);
+
+  const Options& o_;
+  int exit_signal_;          // the map's checkpoint-and-exit signal
+  sigset_t old_mask_{};
+  int sfd_ = -1;             // signalfd of every signal hydro-launch handles
+  int ready_fd_ = -1;        // readiness pipe's read end: open until the end (a late writer gets no SIGPIPE)
+  pid_t child_ = -1;
+  bool awaiting_ready_ = true;  // false once the program is ready, or can no longer say so
+  bool exit_held_ = false;      // a checkpoint-and-exit waits for the program to be ready
+  Steady::time_point ready_deadline_;  // a program without hydro's runtime is not waited for longer
+  std::unique_ptr<Watchdog> watchdog_;
+  std::unique_ptr<TimeLimitWatch> time_limit_;
+  bool terminating_ = false;  // Slurm sent SIGTERM
+  std::string hang_;          // set when the watchdog killed a worker: the program's end is a hang
+  int status_ = 0;            // the program's wait status
+};
+
+int Supervisor::take_signals() {
+  sigset_t handled;
   sigemptyset(&handled);
   for (int s : kAlwaysForwarded) sigaddset(&handled, s);
-  for (int s : o.signals.signals()) sigaddset(&handled, s);
+  for (int s : o_.signals.signals()) sigaddset(&handled, s);
   sigaddset(&handled, SIGCHLD);
-  if (o.requeue_signal) sigaddset(&handled, o.requeue_signal);
-  ::sigprocmask(SIG_BLOCK, &handled, &old_mask);
-  int sfd = ::signalfd(-1, &handled, SFD_CLOEXEC);
-  if (sfd < 0) {
-    say(std::string("error: signalfd: ") + std::strerror(errno));
-    return 1;
-  }
+  if (o_.requeue_signal) sigaddset(&handled, o_.requeue_signal);
+  ::sigprocmask(SIG_BLOCK, &handled, &old_mask_);
+  sfd_ = ::signalfd(-1, &handled, SFD_CLOEXEC);
+  if (sfd_ >= 0) return 0;
+  say(std::string("error: signalfd: ") + std::strerror(errno));
+  return 1;
+}
 
-  if (!prepare_resume(o)) return 2;
-  std::unique_ptr<Watchdog> watchdog;
-  if (!o.watchdog_file.empty()) {
-    Status st = Watchdog::open(o.watchdog_file, &watchdog);
-    if (!st.ok()) {
-      say("error: " + st.message());
-      return 2;
-    }
-    watchdog->set_kill_after(std::chrono::milliseconds(static_cast<int64_t>(o.watchdog_kill_after * 1000)));
-    // FileTimerClient users read TORCHELASTIC_TIMER_FILE (as under torchrun); hydro::WatchdogClient
-    // reads HYDRO_WATCHDOG_FILE.
-    ::setenv("HYDRO_WATCHDOG_FILE", o.watchdog_file.c_str(), 1);
-    ::setenv("TORCHELASTIC_TIMER_FILE", o.watchdog_file.c_str(), 1);
-    say("watchdog: timers are read from " + o.watchdog_file);
+int Supervisor::open_watchdog() {
+  if (o_.watchdog_file.empty()) return 0;
+  Status st = Watchdog::open(o_.watchdog_file, &watchdog_);
+  if (!st.ok()) {
+    say("error: " + st.message());
+    return 2;
   }
+  watchdog_->set_kill_after(std::chrono::milliseconds(static_cast<int64_t>(o_.watchdog_kill_after * 1000)));
+  // FileTimerClient users read TORCHELASTIC_TIMER_FILE (as under torchrun); hydro::WatchdogClient
+  // reads HYDRO_WATCHDOG_FILE.
+  ::setenv("HYDRO_WATCHDOG_FILE", o_.watchdog_file.c_str(), 1);
+  ::setenv("TORCHELASTIC_TIMER_FILE", o_.watchdog_file.c_str(), 1);
+  say("watchdog: timers are read from " + o_.watchdog_file);
+  return 0;
+}
+
+int Supervisor::start() {
+  if (int rc = take_signals()) return rc;
+  if (!prepare_resume(o_)) return 2;
+  if (int rc = open_watchdog()) return rc;
   int ready[2] = {-1, -1};
   if (::pipe2(ready, O_CLOEXEC) != 0) {
     say(std::string("error: pipe: ") + std::strerror(errno));
     return 1;
   }
-  pid_t child = spawn(o.command, old_mask, held_signals(o.signals), ready[1]);
+  child_ = spawn(o_.command, old_mask_, held_signals(o_.signals), ready[1]);
   ::close(ready[1]);
-  // The read end stays open until the end (a late writer must not get SIGPIPE); it is polled
-  // while `awaiting_ready`.
-  const int ready_fd = ready[0];
-  bool awaiting_ready = true;  // false once the program is ready, or can no longer say so
-  bool exit_held = false;      // a checkpoint-and-exit waits for the program to be ready
-  // A program without hydro's runtime never says it is ready: it is not waited for longer.
-  const std::time_t ready_deadline = std::time(nullptr) + kReadyWaitSeconds;
-  // The map's checkpoint-and-exit signal (SIGTERM by default); a map with none: SIGTERM still ends it.
-  int exit_signal = o.signals.signal_for(Action::checkpoint_exit);
-  if (!exit_signal) exit_signal = SIGTERM;
-  // Asks the program to checkpoint and exit, or holds that until its runtime is up.
-  auto ask_exit = [&](const std::string& why) {
-    if (awaiting_ready) {
-      if (!exit_held)
-        say(why + ": the program's hydro runtime is not up yet; asking it to checkpoint and exit once it is");
-      exit_held = true;
-      return;
-    }
-    say(why + ": asking the program to checkpoint and exit (" + signal_name(exit_signal) + "), then requeueing the job");
-    ::kill(child, exit_signal);
-  };
-  if (child < 0) {
+  ready_fd_ = ready[0];
+  ready_deadline_ = Steady::now() + std::chrono::seconds(kReadyWaitSeconds);
+  if (child_ < 0) {
     say(std::string("error: fork: ") + std::strerror(errno));
     return 1;
   }
-  say("started " + o.command[0] + " as pid " + std::to_string(child));
-  if (watchdog) watchdog->set_child(child);
-  const char* job_env = std::getenv("SLURM_JOB_ID");
-  std::unique_ptr<TimeLimitWatch> time_limit;
-  if (o.time_limit_margin > 0) {
-    if (job_env && *job_env)
-      time_limit = std::make_unique<TimeLimitWatch>(o.time_limit_margin,
-                                                    TimeLimitWatch::from_scontrol(o.scontrol, job_env), say);
+  say("started " + o_.command[0] + " as pid " + std::to_string(child_));
+  if (watchdog_) watchdog_->set_child(child_);
+  if (o_.time_limit_margin > 0) {
+    const char* job = std::getenv("SLURM_JOB_ID");
+    if (job && *job)
+      time_limit_ = std::make_unique<TimeLimitWatch>(o_.time_limit_margin, TimeLimitWatch::from_scontrol(o_.scontrol, job), say);
     else
       say("--time-limit-margin: not in a Slurm job (no SLURM_JOB_ID); no time limit to watch");
   }
+  return 0;
+}
 
-  bool terminating = false;
-  std::string hang;  // set when the watchdog killed a worker: the program's end is a hang
-  int status = 0;
+// The soonest of the watchdog's next expiry, the time limit's next check and the readiness
+// deadline of a held checkpoint-and-exit; -1 = none.
+int Supervisor::poll_timeout_ms() const {
+  int timeout = watchdog_ ? watchdog_->poll_timeout_ms(Watchdog::Clock::now()) : -1;
+  auto sooner = [&timeout](int t) {
+    if (t >= 0 && (timeout < 0 || t < timeout)) timeout = t;
+  };
+  if (time_limit_) sooner(time_limit_->poll_timeout_ms(std::time(nullptr)));  // EndTime is wall-clock
+  if (exit_held_) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(ready_deadline_ - Steady::now()).count();
+    sooner(static_cast<int>(std::max<int64_t>(0, left)));
+  }
+  return timeout;
+}
+
+void Supervisor::run_until_exit() {
   for (;;) {
-    struct pollfd fds[3] = {
-        {sfd, POLLIN, 0}, {watchdog ? watchdog->fd() : -1, POLLIN, 0}, {awaiting_ready ? ready_fd : -1, POLLIN, 0}};
-    int timeout = watchdog ? watchdog->poll_timeout_ms(Watchdog::Clock::now()) : -1;
-    if (time_limit) {
-      int t = time_limit->poll_timeout_ms(std::time(nullptr));
-      if (t >= 0 && (timeout < 0 || t < timeout)) timeout = t;
+    struct pollfd fds[3] = {{sfd_, POLLIN, 0},
+                            {watchdog_ ? watchdog_->fd() : -1, POLLIN, 0},
+                            {awaiting_ready_ ? ready_fd_ : -1, POLLIN, 0}};
+    int r = ::poll(fds, 3, poll_timeout_ms());
+    if (r < 0 && errno != EINTR) return kill_program(std::string("poll: ") + std::strerror(errno));
+    if (watchdog_) {
+      if (r > 0 && (fds[1].revents & POLLIN)) watchdog_->read_requests();
+      for (const auto& killed : watchdog_->check(Watchdog::Clock::now()))
+        if (hang_.empty()) hang_ = killed;
     }
-    if (exit_held) {
-      int t = static_cast<int>(std::max<std::time_t>(0, ready_deadline - std::time(nullptr)) * 1000);
-      if (timeout < 0 || t < timeout) timeout = t;
-    }
-    int r = ::poll(fds, 3, timeout);
-    if (r < 0 && errno != EINTR) {
-      say(std::string("error: poll: ") + std::strerror(errno) + "; killing the program");
-      ::kill(-child, SIGKILL);
-      while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
-      }
-      break;
-    }
-    if (watchdog) {
-      if (r > 0 && (fds[1].revents & POLLIN)) watchdog->read_requests();
-      for (const auto& killed : watchdog->check(Watchdog::Clock::now()))
-        if (hang.empty()) hang = killed;
-    }
-    if (r > 0 && awaiting_ready && (fds[2].revents & (POLLIN | POLLHUP | POLLERR))) {
-      char byte = 0;
-      ssize_t n = ::read(ready_fd, &byte, 1);
-      if (n >= 0 || errno != EINTR) {
-        // One byte: the runtime is up. EOF: the program closed it or ended without a runtime;
-        // either way nothing more will come.
-        awaiting_ready = false;
-        if (exit_held && n == 1) {
-          say("the program's hydro runtime is up: asking it to checkpoint and exit (" + signal_name(exit_signal) +
-              "), then requeueing the job");
-          ::kill(child, exit_signal);
-        } else if (exit_held) {
-          say("the program closed its readiness pipe without a hydro runtime: asking it to exit (SIGTERM)");
-          ::kill(child, SIGTERM);
-        }
-        exit_held = false;
-      }
-    }
-    if (exit_held && std::time(nullptr) >= ready_deadline) {
-      say("the program did not say its hydro runtime is up within " + std::to_string(kReadyWaitSeconds) +
-          " s of its start: asking it to checkpoint and exit (" + signal_name(exit_signal) + ") anyway");
-      ::kill(child, exit_signal);
-      exit_held = false;
-      awaiting_ready = false;
-    }
-    if (time_limit && time_limit->check(std::time(nullptr)))
-      ask_exit("time limit: --time-limit-margin " + std::to_string(o.time_limit_margin) + " s before the job's end");
-    if (r <= 0 || !(fds[0].revents & POLLIN)) continue;
+    if (r > 0 && awaiting_ready_ && (fds[2].revents & (POLLIN | POLLHUP | POLLERR))) on_ready();
+    if (exit_held_ && Steady::now() >= ready_deadline_) on_ready_deadline();
+    if (time_limit_ && time_limit_->check(std::time(nullptr)))
+      ask_exit("time limit: --time-limit-margin " + std::to_string(o_.time_limit_margin) + " s before the job's end");
+    if (r > 0 && (fds[0].revents & POLLIN) && on_signal()) return;
+  }
+}
 
-    struct signalfd_siginfo si;
-    ssize_t n = ::read(sfd, &si, sizeof si);
-    if (n < 0 && errno == EINTR) continue;
-    if (n != sizeof si) {
-      say(std::string("error: reading signals: ") + std::strerror(errno) + "; killing the program");
-      ::kill(-child, SIGKILL);
-      while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
-      }
-      break;
-    }
-    int sig = static_cast<int>(si.ssi_signo);
-    if (sig == SIGCHLD) {
-      pid_t r = ::waitpid(child, &status, WNOHANG);
-      if (r == child) break;
-      continue;
-    }
-    if (o.requeue_signal && sig == o.requeue_signal) {
-      ask_exit(signal_name(sig));
-      continue;
-    }
-    if (sig == SIGTERM) terminating = true;
-    say("forwarding " + signal_name(sig) + " to pid " + std::to_string(child));
-    ::kill(child, sig);
+// One byte: the runtime is up. EOF: the program closed the pipe or ended without a runtime;
+// either way nothing more will come.
+void Supervisor::on_ready() {
+  char byte = 0;
+  ssize_t n = ::read(ready_fd_, &byte, 1);
+  if (n < 0 && errno == EINTR) return;
+  awaiting_ready_ = false;
+  if (exit_held_ && n == 1) {
+    say("the program's hydro runtime is up: asking it to checkpoint and exit (" + signal_name(exit_signal_) +
+        "), then requeueing the job");
+    ::kill(child_, exit_signal_);
+  } else if (exit_held_) {
+    say("the program closed its readiness pipe without a hydro runtime: asking it to exit (SIGTERM)");
+    ::kill(child_, SIGTERM);
   }
-  watchdog.reset();  // removes the FIFO if hydro-launch created it
-  ::close(ready_fd);
+  exit_held_ = false;
+}
 
-  const char* job_id = job_env;
-  ExitDecision d;
-  const char* restarts_env = std::getenv("SLURM_RESTART_COUNT");
-  int restarts = parse_restart_count(restarts_env);
-  if (restarts < 0) {
-    say(std::string("warning: SLURM_RESTART_COUNT='") + restarts_env + "' is not a number; counting 0 restarts");
-    restarts = 0;
+void Supervisor::on_ready_deadline() {
+  say("the program did not say its hydro runtime is up within " + std::to_string(kReadyWaitSeconds) +
+      " s of its start: asking it to checkpoint and exit (" + signal_name(exit_signal_) + ") anyway");
+  ::kill(child_, exit_signal_);
+  exit_held_ = false;
+  awaiting_ready_ = false;
+}
+
+bool Supervisor::on_signal() {
+  struct signalfd_siginfo si;
+  ssize_t n = ::read(sfd_, &si, sizeof si);
+  if (n < 0 && errno == EINTR) return false;
+  if (n != sizeof si) {
+    kill_program(std::string("reading signals: ") + std::strerror(errno));
+    return true;
   }
-  if (hang.empty()) {
-    d = decide_exit(status, terminating, job_id && *job_id);
-    if (d.requeue && restarts >= o.max_restarts) {
-      d.requeue = false;
-      d.why = "the program checkpointed and asks to be run again, but not requeueing: the job has been restarted " +
-              std::to_string(restarts) + " times (SLURM_RESTART_COUNT) and --max-restarts is " +
-              std::to_string(o.max_restarts);
-    }
-    if (terminating && !d.requeue && d.exit_code == kExitRequeue && job_id && *job_id) {
-      std::string when = job_preempt_time(o.scontrol, job_id);
-      if (!when.empty()) {
-        d.requeue = true;
-        d.why = "the program checkpointed; the job is being preempted (PreemptTime=" + when +
-                "): requeueing it now, so that it resumes once the preemptor ends";
-      }
-    }
-  } else {
-    d = decide_watchdog_exit(hang, terminating, job_id && *job_id, restarts, o.max_restarts);
+  int sig = static_cast<int>(si.ssi_signo);
+  if (sig == SIGCHLD) return ::waitpid(child_, &status_, WNOHANG) == child_;
+  if (o_.requeue_signal && sig == o_.requeue_signal) {
+    ask_exit(signal_name(sig));
+    return false;
   }
-  // With several tasks (srun -n N hydro-launch ...), every task's hydro-launch decides the same;
-  // the one of task 0 requeues the job, once.
-  if (const char* procid = std::getenv("SLURM_PROCID"); d.requeue && procid && std::string(procid) != "0") {
-    d.requeue = false;
-    d.why += " (hydro-launch of task 0 runs the requeue)";
+  if (sig == SIGTERM) terminating_ = true;
+  say("forwarding " + signal_name(sig) + " to pid " + std::to_string(child_));
+  ::kill(child_, sig);
+  return false;
+}
+
+// Asks the program to checkpoint and exit, or holds that until its runtime is up.
+void Supervisor::ask_exit(const std::string& why) {
+  if (awaiting_ready_) {
+    if (!exit_held_) say(why + ": the program's hydro runtime is not up yet; asking it to checkpoint and exit once it is");
+    exit_held_ = true;
+    return;
   }
+  say(why + ": asking the program to checkpoint and exit (" + signal_name(exit_signal_) + "), then requeueing the job");
+  ::kill(child_, exit_signal_);
+}
+
+void Supervisor::kill_program(const std::string& why) {
+  say("error: " + why + "; killing the program");
+  ::kill(-child_, SIGKILL);
+  while (::waitpid(child_, &status_, 0) < 0 && errno == EINTR) {
+  }
+}
+
+void Supervisor::close_fds() {
+  watchdog_.reset();  // removes the FIFO if hydro-launch created it
+  for (int* fd : {&sfd_, &ready_fd_}) {
+    if (*fd >= 0) ::close(*fd);
+    *fd = -1;
+  }
+}
+
+}  // namespace
+
+int run(const Options& o) {
+  Supervisor supervisor(o);
+  if (int rc = supervisor.start()) return rc;
+  supervisor.run_until_exit();
+  supervisor.close_fds();
+  ExitDecision d = decide_after_run(o, supervisor.wait_status(), supervisor.terminating(), supervisor.hang());
   say(d.why);
-  if (d.requeue) {
-    int rc = requeue_job(o.scontrol, job_id);
-    if (rc != 0) {
-      say("error: " + o.scontrol + " requeue " + job_id + " failed with status " + std::to_string(rc) +
-          "; the job was not requeued (was it submitted with --requeue?)");
-      return d.exit_code;
-    }
-    say("job " + std::string(job_id) + " requeued");
+  if (!d.requeue) return d.exit_code;
+  const char* job_id = std::getenv("SLURM_JOB_ID");
+  if (int rc = requeue_job(o.scontrol, job_id); rc != 0) {
+    say("error: " + o.scontrol + " requeue " + job_id + " failed with status " + std::to_string(rc) +
+        "; the job was not requeued (was it submitted with --requeue?)");
+    return d.exit_code;
   }
+  say("job " + std::string(job_id) + " requeued");
   return d.exit_code;
 }
 

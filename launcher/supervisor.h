@@ -35,6 +35,10 @@ ExitDecision decide_exit(int wait_status, bool terminating, bool in_slurm_job);
 // `max_restarts`; beyond it exit kExitWatchdog without a requeue.
 ExitDecision decide_watchdog_exit(const std::string& hang, bool terminating, bool in_slurm_job, int restart_count,
                                   int max_restarts);
+// The whole exit policy once the program has ended with `wait_status`: the above, with the job's
+// SLURM_RESTART_COUNT against --max-restarts, a preemption in progress (requeued now), and only
+// task 0's hydro-launch running the requeue.
+ExitDecision decide_after_run(const Options& o, int wait_status, bool terminating, const std::string& hang);
 // SLURM_RESTART_COUNT's value (null or empty = 0) -> restarts; -1 when it is not a number.
 int parse_restart_count(const char* value);
 
