@@ -27,17 +27,17 @@ std::pair<std::string, std::string> split_checkpoint_path(std::string path) {
   return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
 }
 
-Status chosen_by_launcher(const std::string& resume_from, ResumeChoice* out) {
+Status chosen_by_launcher(Fs& fs, const std::string& resume_from, ResumeChoice* out) {
   auto [root, name] = split_checkpoint_path(resume_from);
   HYDRO_RETURN_IF_ERROR(check_root_trusted(root));
-  HYDRO_RETURN_IF_ERROR(CheckpointDir(root).verify(name, &out->manifest));
+  HYDRO_RETURN_IF_ERROR(CheckpointDir(root, fs).verify(name, &out->manifest));
   out->path = resume_from;
   return Status::OK();
 }
 
-Status newest_valid(const std::string& root, const std::function<void(const std::string&)>& log, ResumeChoice* out) {
+Status newest_valid(Fs& fs, const std::string& root, const std::function<void(const std::string&)>& log, ResumeChoice* out) {
   HYDRO_RETURN_IF_ERROR(check_if_present(root));
-  CheckpointDir dir(root);
+  CheckpointDir dir(root, fs);
   std::optional<CheckpointInfo> found;  // verified by latest_valid()
   std::vector<std::string> warnings;
   Status st = dir.latest_valid(&found, &warnings);
@@ -50,12 +50,12 @@ Status newest_valid(const std::string& root, const std::function<void(const std:
   return Status::OK();
 }
 
-Status agreed_by_group(const Settings& s, CheckpointGroup& group, const std::function<void(const std::string&)>& log,
+Status agreed_by_group(Fs& fs, const Settings& s, CheckpointGroup& group, const std::function<void(const std::string&)>& log,
                        ResumeChoice* out) {
   // hydro-launch sets both; without HYDRO_CKPT_DIR, its choice's directory is this rank's root.
   const std::string root = !s.checkpoint_dir.empty() ? s.checkpoint_dir : split_checkpoint_path(s.resume_from).first;
   HYDRO_RETURN_IF_ERROR(check_if_present(root));
-  CheckpointDir dir(root);
+  CheckpointDir dir(root, fs);
   std::set<int64_t> loadable;
   std::vector<CheckpointInfo> committed;
   HYDRO_RETURN_IF_ERROR(dir.list(&committed));
@@ -81,13 +81,13 @@ Status agreed_by_group(const Settings& s, CheckpointGroup& group, const std::fun
 
 }  // namespace
 
-Status choose_resume(const Settings& settings, CheckpointGroup* group,
+Status choose_resume(Fs& fs, const Settings& settings, CheckpointGroup* group,
                      const std::function<void(const std::string&)>& log, ResumeChoice* out) {
   *out = ResumeChoice{};
   if (group && (!settings.checkpoint_dir.empty() || !settings.resume_from.empty()))
-    return agreed_by_group(settings, *group, log, out);
-  if (!settings.resume_from.empty()) return chosen_by_launcher(settings.resume_from, out);
-  if (!settings.checkpoint_dir.empty()) return newest_valid(settings.checkpoint_dir, log, out);
+    return agreed_by_group(fs, settings, *group, log, out);
+  if (!settings.resume_from.empty()) return chosen_by_launcher(fs, settings.resume_from, out);
+  if (!settings.checkpoint_dir.empty()) return newest_valid(fs, settings.checkpoint_dir, log, out);
   return Status::OK();
 }
 

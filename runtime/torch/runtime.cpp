@@ -27,13 +27,6 @@ namespace {
 
 [[noreturn]] void fail(const Status& s) { throw std::runtime_error("hydro: " + s.to_string()); }
 
-// Test hook: HYDRO_TEST_KILL_IN_SAVE=RANK:STEP makes that rank die (SIGKILL) after writing the
-// first file of its checkpoint of that step, so tests can kill a rank mid-save deterministically.
-bool killed_in_save_for_test(int rank, int64_t step) {
-  const char* v = std::getenv("HYDRO_TEST_KILL_IN_SAVE");
-  return v && std::string(v) == std::to_string(rank) + ":" + std::to_string(step);
-}
-
 std::string host_name() {
   char buf[256] = {0};
   if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown";
@@ -44,7 +37,9 @@ std::string host_name() {
 
 Runtime::Runtime() : Runtime(settings_from_env()) {}
 
-Runtime::Runtime(Settings settings) : settings_(std::move(settings)) {
+Runtime::Runtime(Settings settings) : Runtime(std::move(settings), posix_fs()) {}
+
+Runtime::Runtime(Settings settings, Fs& fs) : settings_(std::move(settings)), fs_(fs) {
   PauseGate::instance().clear_requests();
   // --hydro-pause=off: no pause handlers, but SIGTERM still checkpoints.
   start_signals(settings_, settings_.pause ? settings_.signals
@@ -136,8 +131,8 @@ bool Runtime::writes_checkpoints() const {
 void Runtime::start_pruner() {
   if (settings_.keep_last <= 0) return;
   if (pruner_.joinable()) pruner_.join();
-  pruner_ = std::thread([root = settings_.checkpoint_dir, keep = settings_.keep_last] {
-    CheckpointDir d(root);
+  pruner_ = std::thread([root = settings_.checkpoint_dir, keep = settings_.keep_last, &fs = fs_] {
+    CheckpointDir d(root, fs);
     Status p = d.prune(keep);
     if (!p.ok()) log("warning: removing old checkpoints: " + p.message());
   });
@@ -159,13 +154,12 @@ std::string Runtime::save(int64_t step, bool keep_always) {
   wait_idle();
   if (settings_.mode == CheckpointMode::async) return save_async(step, keep_always);
   // Several ranks: the committing rank prunes as part of its commit; one rank: a background thread.
-  CheckpointDir dir(settings_.checkpoint_dir, posix_fs(), grouped() ? settings_.keep_last : 0);
+  CheckpointDir dir(settings_.checkpoint_dir, fs_, grouped() ? settings_.keep_last : 0);
   auto fill = [&](CheckpointWriter& w) -> Status {
     const ComputeThreads threads = compute_threads();
     w.set_threads(threads.aten, threads.blas);
     for (const auto& t : tracked_) {
       HYDRO_RETURN_IF_ERROR(write_item(w, t));
-      if (killed_in_save_for_test(settings_.rank, step)) ::raise(SIGKILL);
     }
     return write_item(w, rng_item());
   };
@@ -202,7 +196,7 @@ std::string Runtime::save_async(int64_t step, bool keep_always) {
   const std::string root = settings_.checkpoint_dir;
   persist_ = std::thread([this, root, step, keep_always, epoch = epoch_, threads = compute_threads(),
                           items = std::move(items)] {
-    CheckpointDir dir(root, posix_fs(), settings_.keep_last);  // commit() also prunes
+    CheckpointDir dir(root, fs_, settings_.keep_last);  // commit() also prunes
     if (settings_.world_size > 1 && !resumed_name_.empty()) dir.protect(resumed_name_);
     Status st = dir.open();
     std::unique_ptr<CheckpointWriter> writer;
@@ -237,7 +231,7 @@ std::string Runtime::load_path(const std::string& checkpoint, const Manifest& m,
 
 int64_t Runtime::resume() {
   ResumeChoice choice;
-  Status st = choose_resume(settings_, group_.get(), [](const std::string& m) { log(m); }, &choice);
+  Status st = choose_resume(fs_, settings_, group_.get(), [](const std::string& m) { log(m); }, &choice);
   if (!st.ok()) fail(st);
   const std::string& path = choice.path;
   const Manifest& manifest = choice.manifest;

@@ -62,9 +62,8 @@ done
 note "a rank killed in the middle of a save: latest stays on the last complete checkpoint"
 ck=$work/ck-kill
 export HYDRO_CKPT_DIR=$ck HYDRO_CKPT_EVERY=500 HYDRO_CKPT_MODE=sync_all HYDRO_STORE_TIMEOUT=5
-HYDRO_TEST_KILL_IN_SAVE=1:1000 srun -n 2 --label "$train" "${args[@]}" >"$work/kill.log" 2>&1 &&
+srun -n 2 --label "$build/tests/hydro_kill_in_save" 1 1000 "$steps" >"$work/kill.log" 2>&1 &&
   fail "the job with a killed rank succeeded"
-unset HYDRO_TEST_KILL_IN_SAVE
 sed 's/^/    | /' "$work/kill.log" | grep -iE 'not committed|error|kill' | head -5
 [ "$(readlink "$ck/latest")" = step-000000000500 ] || fail "latest is $(readlink "$ck/latest"), not step-000000000500"
 [ ! -e "$ck/step-000000001000" ] || fail "the half-written step 1000 was committed"

@@ -297,7 +297,7 @@ std::vector<ResumeChoice> choose_on_nodes(const std::vector<std::set<int64_t>>& 
     s.checkpoint_dir = dir.root();
     if (!held[r].empty()) s.resume_from = dir.root() + "/" + CheckpointDir::name_for(*held[r].rbegin());
     CheckpointGroup g(store, r, world, "node" + std::to_string(r), 5000ms);
-    return choose_resume(s, &g, [](const std::string&) {}, &out[r]);
+    return choose_resume(posix_fs(), s, &g, [](const std::string&) {}, &out[r]);
   });
   for (int r = 0; r < world; ++r) EXPECT_TRUE(st[r].ok()) << r << ": " << st[r].to_string();
   return out;
@@ -331,14 +331,14 @@ TEST(ResumeChoice, ARankAloneTakesHydroLaunchsChoiceAndVerifiesIt) {
   s.checkpoint_dir = t.path;
   s.resume_from = t.path + "/step-000000000010/";
   ResumeChoice c;
-  ASSERT_TRUE(choose_resume(s, nullptr, [](const std::string&) {}, &c).ok());
+  ASSERT_TRUE(choose_resume(posix_fs(), s, nullptr, [](const std::string&) {}, &c).ok());
   EXPECT_EQ(c.manifest.step, 10);
   {
     std::fstream f(t.path + "/step-000000000010/optimizer.pt", std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(500);
     f.put('X');
   }
-  EXPECT_FALSE(choose_resume(s, nullptr, [](const std::string&) {}, &c).ok());
+  EXPECT_FALSE(choose_resume(posix_fs(), s, nullptr, [](const std::string&) {}, &c).ok());
 }
 
 }  // namespace

@@ -101,11 +101,11 @@ TEST(CheckpointDir, ARootOthersCanWriteToIsRefusedForSavingAndResuming) {
   Settings settings;
   settings.checkpoint_dir = root;
   ResumeChoice c;
-  EXPECT_EQ(choose_resume(settings, nullptr, [](const std::string&) {}, &c).message(), s.message());
+  EXPECT_EQ(choose_resume(posix_fs(), settings, nullptr, [](const std::string&) {}, &c).message(), s.message());
   settings.resume_from = root + "/step-000000000005";
-  EXPECT_EQ(choose_resume(settings, nullptr, [](const std::string&) {}, &c).message(), s.message());
+  EXPECT_EQ(choose_resume(posix_fs(), settings, nullptr, [](const std::string&) {}, &c).message(), s.message());
   ASSERT_EQ(::chmod(root.c_str(), 0700), 0);
-  EXPECT_TRUE(choose_resume(settings, nullptr, [](const std::string&) {}, &c).ok());
+  EXPECT_TRUE(choose_resume(posix_fs(), settings, nullptr, [](const std::string&) {}, &c).ok());
 
   ASSERT_EQ(::chmod(t.path.c_str(), 0777), 0);  // a parent anyone may rename things in
   s = CheckpointDir(root).open();

@@ -30,6 +30,7 @@ class FaultFile : public WritableFile {
 }  // namespace
 
 Status FaultFs::new_writable(const std::string& path, std::unique_ptr<WritableFile>* out) {
+  if (on_new_writable) on_new_writable(path);
   std::unique_ptr<WritableFile> real;
   HYDRO_RETURN_IF_ERROR(real_.new_writable(path, &real));
   out->reset(new FaultFile(*this, std::move(real), path));

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <string>
 #include <thread>
 
@@ -24,6 +25,7 @@ class FaultFs : public Fs {
   std::string fail_list_of;      // listing this directory fails with EIO
   int fail_rename_noreplace_at = -1;  // the Nth no-replace rename (0-based) fails with EIO
   int renames_noreplace = 0;
+  std::function<void(const std::string&)> on_new_writable;  // called first, with the path
 
   Status new_writable(const std::string& path, std::unique_ptr<WritableFile>* out) override;
   Status read_file(const std::string& p, std::string* o) override {

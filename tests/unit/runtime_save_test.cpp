@@ -239,6 +239,31 @@ TEST_F(RuntimeTest, AFailedAsyncWriteIsThrownByTheNextSave) {
   }
 }
 
+// The Runtime's save goes through the filesystem it was given: a file fsync that fails is the
+// save's error, and `latest` stays on the last checkpoint that was durable.
+TEST_F(RuntimeTest, AFailedFsyncInTheSavePathIsAnErrorAndLatestStaysPut) {
+  test::TempDir t;
+  test::FaultFs fs;
+  Runtime rt(settings(t.path), fs);
+  auto model = make_model();
+  rt.track("model", *model);
+  rt.save(1);
+  fs.fail_sync_at = fs.syncs;  // the next file fsync: the first of step 2
+  try {
+    rt.save(2);
+    FAIL() << "no error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("Input/output error"), std::string::npos) << e.what();
+  }
+  std::string latest;
+  ASSERT_TRUE(posix_fs().read_link(t.path + "/latest", &latest).ok());
+  EXPECT_EQ(latest, "step-000000000001");
+  fs.fail_sync_at = -1;
+  rt.save(3);
+  ASSERT_TRUE(posix_fs().read_link(t.path + "/latest", &latest).ok());
+  EXPECT_EQ(latest, "step-000000000003");
+}
+
 }  // namespace
 }  // namespace hydro
 

@@ -23,8 +23,9 @@ struct ResumeChoice {
   Manifest manifest;  // its manifest (verified)
 };
 
-// `group`: null for a rank that checkpoints alone. `log` takes warnings and notes for the user.
-Status choose_resume(const Settings& settings, CheckpointGroup* group,
+// `fs`: the checkpoint directories' filesystem. `group`: null for a rank that checkpoints alone. `log`
+// takes warnings and notes for the user.
+Status choose_resume(Fs& fs, const Settings& settings, CheckpointGroup* group,
                      const std::function<void(const std::string&)>& log, ResumeChoice* out);
 
 }  // namespace hydro

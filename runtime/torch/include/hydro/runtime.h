@@ -58,6 +58,9 @@ class Runtime {
  public:
   Runtime();  // Settings::from_env()
   explicit Runtime(Settings settings);
+  // Every checkpoint-directory operation (listing, staging, writing, fsync, rename, prune) goes
+  // through `fs`, which outlives the Runtime: tests pass one that injects faults or cuts power.
+  Runtime(Settings settings, Fs& fs);
   ~Runtime();
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
@@ -113,6 +116,7 @@ class Runtime {
   void update_suspend_budget();
   bool suspend_checkpoint_fits() const;
   Settings settings_;
+  Fs& fs_;
   std::vector<TrackedItem> tracked_;  // in the order of track(); rng.pt is written after them
   // For HYDRO_SUSPEND_CHECKPOINT: how long the last step and the last checkpoint took.
   std::chrono::steady_clock::time_point last_step_end_{};
