@@ -298,8 +298,7 @@ void bind_functions(py::module_& m) {
         return write([&](const void* d, size_t n) { return f.append(d, n); });
       });
     }
-    if (st.code() == Code::durability_uncertain) log("warning: " + st.message());
-    else if (!st.ok()) raise_os_error(st);
+    if (Status s = warn_if_durability_uncertain(st); !s.ok()) raise_os_error(s);
   }, py::arg("path"), py::arg("fill"));
   m.def("log", [](const std::string& msg) { log(msg); }, py::arg("message"));
   m.def("log_line", &log_line, py::arg("who"), py::arg("message"));

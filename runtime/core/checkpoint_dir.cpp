@@ -1,6 +1,7 @@
 #include "hydro/checkpoint_dir.h"
 
 #include "dir_safety.h"
+#include "hydro/log.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -213,10 +214,9 @@ Status CheckpointWriter::commit(CheckpointInfo* out) {
   if (d.ok()) d = dir_->swap_latest(name);
   if (out) *out = CheckpointInfo{name, final_path, manifest_.step};
   if (!d.ok()) return Status::durability_uncertain("checkpoint " + final_path + ": " + d.message());
-  if (dir_->keep_last_ > 0) {
-    Status p = dir_->prune(dir_->keep_last_);
-    if (!p.ok()) return Status::durability_uncertain("committed " + final_path + ", but pruning failed: " + p.message());
-  }
+  // Pruning is housekeeping: the commit stands, and what was not removed goes at a later prune.
+  if (Status p = dir_->prune(dir_->keep_last_); !p.ok())
+    log("warning: committed " + final_path + ", but removing old checkpoints failed: " + p.message());
   return Status::OK();
 }
 

@@ -1,38 +1,80 @@
 #include "hydro/checkpoint_group.h"
 
-#include "hydro/manifest.h"
-
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <iterator>
-#include <cinttypes>
-#include <cstdio>
+#include <memory>
 #include <thread>
+
+#include "group_message.h"
+#include "hydro/manifest.h"
 
 namespace hydro {
 namespace {
 
-// A value that reports a failure to the other ranks starts with '!'.
-std::string failure(const Status& s) { return "!" + s.message(); }
-bool is_failure(const std::string& v) { return !v.empty() && v[0] == '!'; }
-
 std::string base_name(const std::string& path) { return path.substr(path.rfind('/') + 1); }
 
-std::string files_json(int committer, const std::vector<ManifestFile>& files) {
+std::string rank_name(int r) { return "rank " + std::to_string(r); }
+
+// The store as the ranks of one collective call see it: its keys live under hydro/<round>/.
+class Link {
+ public:
+  Link(RankStore& store, int64_t round, std::chrono::milliseconds timeout)
+      : store_(store), prefix_("hydro/" + std::to_string(round) + "/"), timeout_(timeout) {}
+
+  RankStore& store() { return store_; }
+  std::string key(const std::string& k) const { return prefix_ + k; }
+
+  // The raw value of `k`, once some rank sets it; `what` says what did not happen otherwise.
+  Status wait(const std::string& k, const std::string& what, std::string* value) {
+    Status s = store_.get(key(k), timeout_, value);
+    if (s.code() == Code::not_found)
+      return Status::io(what + " within " + std::to_string(timeout_.count() / 1000) +
+                        " s (HYDRO_STORE_TIMEOUT): a rank died, hung or is paused too long");
+    if (!s.ok()) return Status::io(what + ": " + s.message());
+    return Status::OK();
+  }
+
+  // Tells the other ranks `s` and, when it is ok, `body`. Best effort: a rank that cannot publish
+  // leaves its peers to their timeout.
+  void publish(const std::string& k, const Status& s, const nlohmann::json& body = nullptr) {
+    (void)store_.set(key(k), encode_message(s, body));
+  }
+
+  // What `from` published under `k`. Its failure comes back as Code::io after `what`; its
+  // durability_uncertain comes back as that, with the body; a malformed message is corruption.
+  Status receive(const std::string& k, const std::string& what, const std::string& from, nlohmann::json* body,
+                 const std::string& missing = "did not report") {
+    std::string text;
+    HYDRO_RETURN_IF_ERROR(wait(k, what + from + " " + missing, &text));
+    Status peer;
+    if (!decode_message(text, &peer, body)) return Status::corruption(what + from + " sent a malformed message");
+    if (peer.ok() || peer.code() == Code::durability_uncertain) return peer;
+    // A failure that already says what did not happen (the committer's outcome) goes on as it is.
+    if (peer.message().compare(0, what.size(), what) == 0) return Status::io(peer.message());
+    return Status::io(what + from + " failed: " + peer.message());
+  }
+
+ private:
+  RankStore& store_;
+  std::string prefix_;
+  std::chrono::milliseconds timeout_;
+};
+
+nlohmann::json files_json(int committer, const std::vector<ManifestFile>& files) {
   nlohmann::json j;
   j["committer"] = committer;
   j["files"] = nlohmann::json::array();
   for (const auto& f : files) j["files"].push_back({f.name, f.size, f.xxh64});
-  return j.dump();
+  return j;
 }
 
-bool parse_files(const std::string& text, int* committer, std::vector<ManifestFile>* files) {
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded()) return false;
+bool parse_files(const nlohmann::json& j, int* committer, std::vector<ManifestFile>* files) {
   try {
     *committer = j.at("committer").get<int>();
-    for (const auto& f : j.at("files")) files->push_back({f.at(0).get<std::string>(), f.at(1).get<uint64_t>(), f.at(2).get<uint64_t>()});
+    for (const auto& f : j.at("files"))
+      files->push_back({f.at(0).get<std::string>(), f.at(1).get<uint64_t>(), f.at(2).get<uint64_t>()});
   } catch (const nlohmann::json::exception&) {
     return false;
   }
@@ -45,26 +87,150 @@ bool inside_shard(const std::string& name, int rank) {
   return Manifest::valid_file_name(name) && name.compare(0, dir.size(), dir) == 0;
 }
 
+// A number a peer published, or Code::corruption naming it.
+Status body_int(const nlohmann::json& body, const std::string& from, int64_t* out) {
+  if (!body.is_number_integer()) return Status::corruption(from + " sent no number");
+  *out = body.get<int64_t>();
+  return Status::OK();
+}
+
+// One collective save, as one rank runs it (see checkpoint_group.h for the steps).
+class GroupSave {
+ public:
+  GroupSave(Link link, CheckpointDir& dir, int64_t step, int rank, int world, const std::string& host)
+      : link_(std::move(link)), dir_(dir), step_(step), rank_(rank), world_(world), host_(host),
+        what_("checkpoint of step " + std::to_string(step) + " not committed: ") {}
+
+  Status run(bool keep, int64_t epoch, const std::function<Status(CheckpointWriter&)>& fill, CheckpointInfo* out) {
+    HYDRO_RETURN_IF_ERROR(rank_ == 0 ? start_staging() : join_staging());
+    Status s = write_shard(fill);
+    if (committer_ != rank_) return s.ok() ? await_commit(out) : s;
+    return commit(s, keep, epoch, out);
+  }
+
+ private:
+  // Rank 0 makes the staging directory and tells the others its name.
+  Status start_staging() {
+    Status s = dir_.open(/*clean=*/true);
+    if (s.ok()) s = dir_.begin(step_, &writer_);
+    link_.publish("staging", s, s.ok() ? base_name(writer_->staging()) : "");
+    return s;
+  }
+
+  // Another rank: into rank 0's directory, or (not shared) one per node of the same name.
+  Status join_staging() {
+    nlohmann::json body;
+    HYDRO_RETURN_IF_ERROR(link_.receive("staging", what_, rank_name(0), &body, "did not start it"));
+    if (!body.is_string()) return Status::corruption(what_ + "rank 0 sent no staging name");
+    const std::string name = body.get<std::string>();
+    HYDRO_RETURN_IF_ERROR(dir_.open(/*clean=*/false));
+    Status s = dir_.join(name, step_, &writer_);
+    if (s.ok()) s = find_node_committer();
+    else if (s.code() == Code::not_found) s = stage_on_this_node(name);
+    if (!s.ok()) link_.publish("durable/" + std::to_string(rank_), s);
+    return s;
+  }
+
+  // Rank 0's directory, or one that another rank of this host made: it claimed the host in the
+  // store before it made the directory, so the claim is visible by now.
+  Status find_node_committer() {
+    int64_t claims = 0;
+    HYDRO_RETURN_IF_ERROR(link_.store().add(link_.key("leader/" + host_), 0, &claims));
+    return claims > 0 ? receive_node_committer() : Status::OK();
+  }
+
+  // Rank 0's directory is not visible here: the first rank of this host makes one of the same name.
+  Status stage_on_this_node(const std::string& name) {
+    int64_t n = 0;
+    HYDRO_RETURN_IF_ERROR(link_.store().add(link_.key("leader/" + host_), 1, &n));
+    if (n != 1) {
+      HYDRO_RETURN_IF_ERROR(receive_node_committer());
+      return dir_.join(name, step_, &writer_);
+    }
+    committer_ = rank_;
+    Status s = dir_.begin_named(name, step_, &writer_);
+    link_.publish("ready/" + host_, s, rank_);
+    return s;
+  }
+
+  Status receive_node_committer() {
+    nlohmann::json body;
+    const std::string from = "the rank that stages for host " + host_;
+    HYDRO_RETURN_IF_ERROR(link_.receive("ready/" + host_, what_, from, &body, "did not make its staging directory"));
+    int64_t c = 0;
+    HYDRO_RETURN_IF_ERROR(body_int(body, from, &c));
+    committer_ = static_cast<int>(c);
+    return Status::OK();
+  }
+
+  // This rank's shard, durable before it says so.
+  Status write_shard(const std::function<Status(CheckpointWriter&)>& fill) {
+    Status s = writer_->set_subdir(CheckpointGroup::shard_dir(rank_));
+    if (s.ok()) s = fill(*writer_);
+    if (s.ok()) s = writer_->sync_subdir();
+    link_.publish("durable/" + std::to_string(rank_), s, s.ok() ? files_json(committer_, writer_->files()) : nullptr);
+    return s;
+  }
+
+  std::string outcome_key() const { return "committed/" + std::to_string(committer_); }
+
+  Status await_commit(CheckpointInfo* out) {
+    Status s = link_.receive(outcome_key(), what_, rank_name(committer_), nullptr, "did not report the commit");
+    if (!s.ok() && s.code() != Code::durability_uncertain) return s;
+    const std::string name = CheckpointDir::name_for(step_);
+    if (out) *out = CheckpointInfo{name, dir_.root() + "/" + name, step_};
+    return s;
+  }
+
+  // The committer: every shard of every rank durable, then one manifest and the rename.
+  Status commit(Status s, bool keep, int64_t epoch, CheckpointInfo* out) {
+    for (int r = 0; r < world_ && s.ok(); ++r)
+      if (r != rank_) s = take_shard(r);
+    CheckpointInfo info;
+    if (s.ok()) {
+      writer_->add_files({}, true);
+      writer_->set_world_size(world_);
+      writer_->set_keep(keep);
+      writer_->set_epoch(epoch);
+      s = writer_->commit(&info);
+    }
+    link_.publish(outcome_key(), s);
+    if ((s.ok() || s.code() == Code::durability_uncertain) && out) *out = info;
+    return s;
+  }
+
+  // Rank r's shard, once durable; its files go into the manifest when this rank commits them.
+  Status take_shard(int r) {
+    nlohmann::json body;
+    HYDRO_RETURN_IF_ERROR(link_.receive("durable/" + std::to_string(r), what_, rank_name(r), &body, "did not report its shard durable"));
+    int c = 0;
+    std::vector<ManifestFile> files;
+    if (!parse_files(body, &c, &files)) return Status::io(what_ + rank_name(r) + " sent a bad file list");
+    for (const auto& f : files)
+      if (!inside_shard(f.name, r))
+        return Status::io(what_ + rank_name(r) + " listed a file outside its shard: '" + f.name + "'");
+    if (c == rank_) writer_->add_files(files, true);
+    return Status::OK();
+  }
+
+  Link link_;
+  CheckpointDir& dir_;
+  const int64_t step_;
+  const int rank_, world_;
+  const std::string host_, what_;
+  std::unique_ptr<CheckpointWriter> writer_;
+  int committer_ = 0;
+};
+
 }  // namespace
 
 CheckpointGroup::CheckpointGroup(RankStore& store, int rank, int world_size, std::string host,
                                  std::chrono::milliseconds timeout)
     : store_(store), rank_(rank), world_(world_size), host_(std::move(host)), timeout_(timeout) {}
 
-std::string CheckpointGroup::key(const std::string& k) const { return "hydro/" + std::to_string(round_) + "/" + k; }
-
-Status CheckpointGroup::wait(const std::string& k, const std::string& what, std::string* value) {
-  Status s = store_.get(key(k), timeout_, value);
-  if (s.code() == Code::not_found)
-    return Status::io(what + " within " + std::to_string(timeout_.count() / 1000) +
-                      " s (HYDRO_STORE_TIMEOUT): a rank died, hung or is paused too long");
-  if (!s.ok()) return Status::io(what + ": " + s.message());
-  return Status::OK();
-}
-
 Status CheckpointGroup::vote(CheckpointMode mode, bool want_checkpoint, bool want_exit, GroupDecision* out,
                              const SuspendVote& suspend) {
-  ++round_;
+  Link link(store_, ++round_, timeout_);
   // One counter holds the whole tally, in base B = world + 1: voters, ranks asking to checkpoint,
   // ranks asking to exit, ranks whose suspend checkpoint fits, ranks asking for one now. The last
   // voter publishes it. B^5 must stay below 2^63: past kMaxSuspendWorld ranks the suspend fields
@@ -75,13 +241,13 @@ Status CheckpointGroup::vote(CheckpointMode mode, bool want_checkpoint, bool wan
   int64_t delta = 1 + b * (want_checkpoint || want_exit ? 1 : 0) + b * b * (want_exit ? 1 : 0);
   if (with_suspend) delta += b3 * (suspend.fits ? 1 : 0) + b3 * b * (suspend.now ? 1 : 0);
   int64_t tally = 0;
-  HYDRO_RETURN_IF_ERROR(store_.add(key("vote"), delta, &tally));
+  HYDRO_RETURN_IF_ERROR(store_.add(link.key("vote"), delta, &tally));
   if (tally % b == world_) {
-    HYDRO_RETURN_IF_ERROR(store_.set(key("tally"), std::to_string(tally)));
+    link.publish("tally", Status::OK(), tally);
   } else {
-    std::string v;
-    HYDRO_RETURN_IF_ERROR(wait("tally", "the step-end vote did not complete", &v));
-    tally = std::strtoll(v.c_str(), nullptr, 10);
+    nlohmann::json body;
+    HYDRO_RETURN_IF_ERROR(link.receive("tally", "the step-end vote did not complete: ", "the last voter", &body));
+    HYDRO_RETURN_IF_ERROR(body_int(body, "the last voter", &tally));
   }
   const int64_t asks = (tally / b) % b, exits = (tally / (b * b)) % b;
   const int64_t fits = with_suspend ? (tally / b3) % b : 0, now = with_suspend ? tally / (b3 * b) : 0;
@@ -96,109 +262,24 @@ Status CheckpointGroup::vote(CheckpointMode mode, bool want_checkpoint, bool wan
   out->suspend_now = now > 0;
   if (out->suspend_now) out->checkpoint = true;
   out->suspend_checkpoint = fits == world_;
-  // Every rank has read the previous vote's tally before adding to this one: drop its keys.
+  drop_previous_vote();
+  return Status::OK();
+}
+
+// Every rank has read the previous vote's tally before adding to this one: rank 0 drops its keys.
+void CheckpointGroup::drop_previous_vote() {
   if (rank_ == 0 && last_vote_ >= 0) {
     const std::string prev = "hydro/" + std::to_string(last_vote_) + "/";
     (void)store_.remove(prev + "vote");
     (void)store_.remove(prev + "tally");
   }
   last_vote_ = round_;
-  return Status::OK();
 }
 
 Status CheckpointGroup::save(CheckpointDir& dir, int64_t step, bool keep, int64_t epoch,
                              const std::function<Status(CheckpointWriter&)>& fill, CheckpointInfo* out) {
-  ++round_;
-  const std::string what = "checkpoint of step " + std::to_string(step) + " not committed: ";
-  std::unique_ptr<CheckpointWriter> writer;
-  int committer = 0;
-  std::string v;
-
-  // 1. The staging directory: rank 0's, or (not shared) one per node of the same name.
-  if (rank_ == 0) {
-    Status s = dir.open(/*clean=*/true);
-    if (s.ok()) s = dir.begin(step, &writer);
-    (void)store_.set(key("staging"), s.ok() ? base_name(writer->staging()) : failure(s));
-    if (!s.ok()) return s;
-  } else {
-    HYDRO_RETURN_IF_ERROR(wait("staging", what + "rank 0 did not start it", &v));
-    if (is_failure(v)) return Status::io(what + "rank 0 failed: " + v.substr(1));
-    HYDRO_RETURN_IF_ERROR(dir.open(/*clean=*/false));
-    Status s = dir.join(v, step, &writer);
-    if (s.ok()) {
-      // Rank 0's directory, or one that another rank of this host made (it claimed the host in the
-      // store before it made the directory, so the claim is visible by now).
-      int64_t claims = 0;
-      HYDRO_RETURN_IF_ERROR(store_.add(key("leader/" + host_), 0, &claims));
-      if (claims > 0) {
-        std::string ready;
-        HYDRO_RETURN_IF_ERROR(wait("ready/" + host_, what + "no rank of host " + host_ + " made its staging directory", &ready));
-        if (is_failure(ready)) return Status::io(what + ready.substr(1));
-        committer = std::atoi(ready.c_str());
-      }
-    } else if (s.code() == Code::not_found) {
-      int64_t n = 0;
-      HYDRO_RETURN_IF_ERROR(store_.add(key("leader/" + host_), 1, &n));
-      if (n == 1) {
-        committer = rank_;
-        s = dir.begin_named(v, step, &writer);
-        (void)store_.set(key("ready/" + host_), s.ok() ? std::to_string(rank_) : failure(s));
-      } else {
-        std::string ready;
-        HYDRO_RETURN_IF_ERROR(wait("ready/" + host_, what + "no rank of host " + host_ + " made its staging directory", &ready));
-        if (is_failure(ready)) return Status::io(what + ready.substr(1));
-        committer = std::atoi(ready.c_str());
-        s = dir.join(v, step, &writer);
-      }
-    }
-    if (!s.ok()) {
-      (void)store_.set(key("durable/" + std::to_string(rank_)), failure(s));
-      return s;
-    }
-  }
-
-  // 2. This rank's shard, durable before it says so.
-  Status s = writer->set_subdir(shard_dir(rank_));
-  if (s.ok()) s = fill(*writer);
-  if (s.ok()) s = writer->sync_subdir();
-  (void)store_.set(key("durable/" + std::to_string(rank_)), s.ok() ? files_json(committer, writer->files()) : failure(s));
-  const bool commits = committer == rank_;
-  const std::string outcome_key = "committed/" + std::to_string(committer);
-  if (!commits) {
-    if (!s.ok()) return s;
-    HYDRO_RETURN_IF_ERROR(wait(outcome_key, what + "rank " + std::to_string(committer) + " did not report the commit", &v));
-    if (is_failure(v)) return Status::io(what + v.substr(1));
-    if (out) *out = CheckpointInfo{CheckpointDir::name_for(step), dir.root() + "/" + CheckpointDir::name_for(step), step};
-    if (v[0] == '~') return Status::durability_uncertain(v.substr(1));
-    return Status::OK();
-  }
-
-  // 3. The committer: every shard of every rank durable, then one manifest and the rename.
-  for (int r = 0; r < world_ && s.ok(); ++r) {
-    if (r == rank_) continue;
-    s = wait("durable/" + std::to_string(r), what + "rank " + std::to_string(r) + " did not report its shard durable", &v);
-    if (s.ok() && is_failure(v)) s = Status::io(what + "rank " + std::to_string(r) + " failed: " + v.substr(1));
-    int c = 0;
-    std::vector<ManifestFile> files;
-    if (s.ok() && !parse_files(v, &c, &files)) s = Status::io(what + "rank " + std::to_string(r) + " sent a bad file list");
-    for (const auto& f : files)
-      if (s.ok() && !inside_shard(f.name, r))
-        s = Status::io(what + "rank " + std::to_string(r) + " listed a file outside its shard: '" + f.name + "'");
-    if (s.ok() && c == rank_) writer->add_files(files, true);
-  }
-  CheckpointInfo info;
-  if (s.ok()) {
-    writer->add_files({}, true);
-    writer->set_world_size(world_);
-    writer->set_keep(keep);
-    writer->set_epoch(epoch);
-    s = writer->commit(&info);
-  }
-  (void)store_.set(key(outcome_key), s.ok() ? "ok" : s.code() == Code::durability_uncertain ? "~" + s.message() : failure(s));
-  if (s.ok() || s.code() == Code::durability_uncertain) {
-    if (out) *out = info;
-  }
-  return s;
+  GroupSave one(Link(store_, ++round_, timeout_), dir, step, rank_, world_, host_);
+  return one.run(keep, epoch, fill, out);
 }
 
 Status CheckpointGroup::leave(std::chrono::milliseconds limit, int* missing) {
@@ -219,21 +300,18 @@ Status CheckpointGroup::leave(std::chrono::milliseconds limit, int* missing) {
 }
 
 Status CheckpointGroup::agree_on_resume(const std::set<int64_t>& loadable, int64_t* step) {
-  ++round_;
-  std::string mine;
-  for (int64_t s : loadable) mine += std::to_string(s) + ",";
-  HYDRO_RETURN_IF_ERROR(store_.set(key("loadable/" + std::to_string(rank_)), mine));
+  Link link(store_, ++round_, timeout_);
+  link.publish("loadable/" + std::to_string(rank_), Status::OK(), loadable);
   std::set<int64_t> common = loadable;
   for (int r = 0; r < world_; ++r) {
     if (r == rank_) continue;
-    std::string v;
-    HYDRO_RETURN_IF_ERROR(wait("loadable/" + std::to_string(r), "resume: rank " + std::to_string(r) + " did not report its checkpoints", &v));
+    nlohmann::json body;
+    HYDRO_RETURN_IF_ERROR(link.receive("loadable/" + std::to_string(r), "resume: ", rank_name(r), &body));
     std::set<int64_t> theirs;
-    for (size_t p = 0; p < v.size();) {
-      size_t comma = v.find(',', p);
-      if (comma == std::string::npos) break;
-      theirs.insert(std::strtoll(v.c_str() + p, nullptr, 10));
-      p = comma + 1;
+    try {
+      theirs = body.get<std::set<int64_t>>();
+    } catch (const nlohmann::json::exception&) {
+      return Status::corruption("resume: " + rank_name(r) + " sent no list of steps");
     }
     std::set<int64_t> both;
     std::set_intersection(common.begin(), common.end(), theirs.begin(), theirs.end(), std::inserter(both, both.end()));

@@ -27,4 +27,10 @@ void log_line(const std::string& who, const std::string& message) {
   }
 }
 
+Status warn_if_durability_uncertain(Status st) {
+  if (st.code() != Code::durability_uncertain) return st;
+  log("warning: " + st.message());
+  return Status::OK();
+}
+
 }  // namespace hydro

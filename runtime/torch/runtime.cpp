@@ -120,8 +120,7 @@ void atomic_save_archive(torch::serialize::OutputArchive& archive, const std::st
   Status st = write_file_atomic(path, [&](WritableFile& f) {
     return stream_archive(archive, path, [&](const void* d, size_t n) { return f.append(d, n); });
   });
-  if (st.code() == Code::durability_uncertain) log("warning: " + st.message());
-  else if (!st.ok()) fail(st);
+  if (Status s = warn_if_durability_uncertain(st); !s.ok()) fail(s);
 }
 
 bool Runtime::writes_checkpoints() const {
@@ -178,8 +177,7 @@ std::string Runtime::save(int64_t step, bool keep_always) {
     }
     if (st.ok()) st = writer->commit(&info);
   }
-  if (st.code() == Code::durability_uncertain) log("warning: " + st.message());
-  else if (!st.ok()) fail(st);
+  if (Status s = warn_if_durability_uncertain(st); !s.ok()) fail(s);
   if (!grouped()) start_pruner();
   return info.path;
 }
@@ -213,8 +211,7 @@ std::string Runtime::save_async(int64_t step, bool keep_always) {
       st = Status::io(std::string("serializing the snapshot: ") + e.what());
     }
     if (st.ok()) st = writer->commit();
-    if (st.code() == Code::durability_uncertain) log("warning: " + st.message());
-    else if (!st.ok()) persist_error_ = st.message();
+    if (Status s = warn_if_durability_uncertain(st); !s.ok()) persist_error_ = s.message();
     else log("async checkpoint of step " + std::to_string(step) + " committed");
   });
   return root + "/" + CheckpointDir::name_for(step);

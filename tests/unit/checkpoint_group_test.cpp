@@ -176,7 +176,7 @@ TEST(CheckpointGroup, AFailedShardFailsEveryRankAtOnce) {
     }, nullptr);
   });
   EXPECT_EQ(st[0].message(), "checkpoint of step 5 not committed: rank 2 failed: disk full on rank 2");
-  EXPECT_EQ(st[1].message(), "checkpoint of step 5 not committed: checkpoint of step 5 not committed: rank 2 failed: disk full on rank 2");
+  EXPECT_EQ(st[1].message(), "checkpoint of step 5 not committed: rank 2 failed: disk full on rank 2");
   EXPECT_EQ(st[2].message(), "disk full on rank 2");
   EXPECT_EQ(latest_of(t.path + "/ck"), "");
 }
@@ -191,7 +191,8 @@ TEST(CheckpointGroup, APeerListingAFileOutsideItsShardCommitsNothing) {
     std::thread peer([&] {  // rank 1, by hand
       std::string v;
       (void)store.get("hydro/1/staging", 5000ms, &v);
-      (void)store.set("hydro/1/durable/1", "{\"committer\":0,\"files\":[[\"" + bad + "\",1,2]]}");
+      (void)store.set("hydro/1/durable/1", "{\"code\":\"ok\",\"message\":\"\",\"body\":{\"committer\":0,\"files\":[[\"" +
+                                              bad + "\",1,2]]}}");
     });
     CheckpointDir dir(t.path + "/ck");
     Status s = g.save(dir, 7, false, 0, [&](CheckpointWriter& w) { return write_shard(w, 0); }, nullptr);
@@ -247,9 +248,6 @@ TEST(CheckpointGroup, ResumeAgreesOnTheNewestStepEveryRankCanLoad) {
   });
   EXPECT_EQ(got[0], -1);
 }
-
-}  // namespace
-}  // namespace hydro
 
 namespace hydro {
 namespace {
@@ -339,6 +337,54 @@ TEST(ResumeChoice, ARankAloneTakesHydroLaunchsChoiceAndVerifiesIt) {
     f.put('X');
   }
   EXPECT_FALSE(choose_resume(posix_fs(), s, nullptr, [](const std::string&) {}, &c).ok());
+}
+
+}  // namespace
+}  // namespace hydro
+
+// The ranks speak typed messages: a value that is not one (an old in-band "!" failure, or a
+// stranger's text) fails the save and names its sender, and never reads as a shard.
+TEST(CheckpointGroup, AMalformedMessageFromAPeerCommitsNothingAndNamesIt) {
+  TempDir t;
+  MemoryStore store;
+  CheckpointGroup g(store, 0, 2, "h", 5000ms);
+  std::thread peer([&] {  // rank 1, by hand
+    std::string v;
+    (void)store.get("hydro/1/staging", 5000ms, &v);
+    (void)store.set("hydro/1/durable/1", "!disk full");
+  });
+  CheckpointDir dir(t.path + "/ck");
+  Status s = g.save(dir, 7, false, 0, [&](CheckpointWriter& w) { return write_shard(w, 0); }, nullptr);
+  peer.join();
+  EXPECT_EQ(s.code(), Code::corruption);
+  EXPECT_EQ(s.message(), "checkpoint of step 7 not committed: rank 1 sent a malformed message");
+  EXPECT_FALSE(posix_fs().exists(t.path + "/ck/latest"));
+}
+
+// A committer's durability_uncertain reaches every rank as that code, not as a failure.
+TEST(CheckpointGroup, ACommitOfUncertainDurabilityReachesThePeersAsSuch) {
+  TempDir t;
+  MemoryStore store;
+  CheckpointGroup g(store, 1, 2, "h", 5000ms);
+  std::thread rank0([&] {  // rank 0, by hand: it stages, takes rank 1's shard, then reports
+    CheckpointDir d0(t.path + "/ck");
+    std::unique_ptr<CheckpointWriter> w;
+    ASSERT_TRUE(d0.open(true).ok());
+    ASSERT_TRUE(d0.begin(7, &w).ok());
+    const std::string name = w->staging().substr(w->staging().rfind('/') + 1);
+    (void)store.set("hydro/1/staging", "{\"code\":\"ok\",\"message\":\"\",\"body\":\"" + name + "\"}");
+    std::string v;
+    (void)store.get("hydro/1/durable/1", 5000ms, &v);
+    (void)store.set("hydro/1/committed/0",
+                    "{\"code\":\"durability_uncertain\",\"message\":\"fsync of the root failed\",\"body\":null}");
+  });
+  CheckpointDir dir(t.path + "/ck");
+  CheckpointInfo info;
+  Status s = g.save(dir, 7, false, 0, [&](CheckpointWriter& w) { return write_shard(w, 1); }, &info);
+  rank0.join();
+  EXPECT_EQ(s.code(), Code::durability_uncertain);
+  EXPECT_EQ(s.message(), "fsync of the root failed");
+  EXPECT_EQ(info.step, 7);
 }
 
 }  // namespace

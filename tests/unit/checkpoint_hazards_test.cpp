@@ -84,6 +84,28 @@ TEST(CheckpointDir, AForceSaveWhoseManifestFailsToReadIsNotPruned) {
   EXPECT_EQ(names, (std::vector<std::string>{CheckpointDir::name_for(1), CheckpointDir::name_for(3)}));
 }
 
+// A prune that fails is housekeeping, not a commit of uncertain durability: the commit is ok, the
+// old checkpoint stays for the next prune, and the next commit removes it.
+TEST(CheckpointDir, AFailedPruneLeavesTheCommitOkAndTheNextPruneTakesIt) {
+  test::TempDir t;
+  FaultFs fs;
+  CheckpointDir dir(t.path, fs, /*keep_last=*/1);
+  ASSERT_TRUE(dir.open().ok());
+  ASSERT_TRUE(write_checkpoint(dir, 1).ok());
+  fs.fail_remove_of = t.path + "/" + CheckpointDir::name_for(1);
+  Status s = write_checkpoint(dir, 2);
+  EXPECT_TRUE(s.ok()) << s.to_string();
+  std::string latest;
+  ASSERT_TRUE(posix_fs().read_link(t.path + "/latest", &latest).ok());
+  EXPECT_EQ(latest, CheckpointDir::name_for(2));
+  EXPECT_TRUE(posix_fs().exists(fs.fail_remove_of));
+  fs.fail_remove_of.clear();
+  ASSERT_TRUE(write_checkpoint(dir, 3).ok());
+  std::vector<std::string> names;
+  for (const auto& c : dir.list()) names.push_back(c.name);
+  EXPECT_EQ(names, (std::vector<std::string>{CheckpointDir::name_for(3)}));
+}
+
 // A root that another user owns, or that others can write to, could hold a planted `latest` and
 // checkpoint: refused for writing and for resuming, naming the directory and the fix.
 TEST(CheckpointDir, ARootOthersCanWriteToIsRefusedForSavingAndResuming) {

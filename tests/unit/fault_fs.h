@@ -23,6 +23,7 @@ class FaultFs : public Fs {
   int writes = 0, syncs = 0, dir_syncs = 0;
   std::string fail_read_of;      // reading this file fails with EIO (a disk or NFS hiccup)
   std::string fail_list_of;      // listing this directory fails with EIO
+  std::string fail_remove_of;    // removing this tree fails with EIO
   int fail_rename_noreplace_at = -1;  // the Nth no-replace rename (0-based) fails with EIO
   int renames_noreplace = 0;
   std::function<void(const std::string&)> on_new_writable;  // called first, with the path
@@ -52,7 +53,10 @@ class FaultFs : public Fs {
     if (p == fail_list_of) return Status::from_errno(EIO, "list " + p);
     return real_.list_dir(p, n);
   }
-  Status remove_tree(const std::string& p) override { return real_.remove_tree(p); }
+  Status remove_tree(const std::string& p) override {
+    if (p == fail_remove_of) return Status::from_errno(EIO, "remove " + p);
+    return real_.remove_tree(p);
+  }
   bool exists(const std::string& p) override { return real_.exists(p); }
 
  private:

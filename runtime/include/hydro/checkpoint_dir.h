@@ -90,8 +90,9 @@ class CheckpointWriter {
   const std::string& staging() const { return staging_; }
   // force_save: keep this checkpoint always; keep_last neither counts nor removes it.
   void set_keep(bool keep) { manifest_.keep = keep; }
-  // Makes the checkpoint durable and points `latest` at it. On Code::durability_uncertain the
-  // checkpoint is visible but a later fsync failed: it may not survive a power loss.
+  // Makes the checkpoint durable and points `latest` at it, then prunes to keep_last. On
+  // Code::durability_uncertain the checkpoint is visible but a later fsync failed: it may not
+  // survive a power loss. A failed prune is logged and leaves the commit ok.
   Status commit(CheckpointInfo* out = nullptr);
 
  private:

@@ -79,8 +79,7 @@ class CheckpointGroup {
   static std::string shard_dir(int rank) { return "rank-" + std::to_string(rank); }
 
  private:
-  Status wait(const std::string& key, const std::string& what, std::string* value);
-  std::string key(const std::string& k) const;
+  void drop_previous_vote();
   RankStore& store_;
   int rank_, world_;
   std::string host_;

@@ -12,7 +12,7 @@ enum class Code {
   not_found,            // a file or checkpoint that does not exist
   io,                   // a system call failed; nothing was committed
   corruption,           // data on disk does not match its manifest
-  durability_uncertain, // committed and visible, but a later fsync failed
+  durability_uncertain, // committed and visible, but a later fsync failed (only that)
 };
 
 class Status {
@@ -26,6 +26,7 @@ class Status {
   static Status durability_uncertain(std::string msg) {
     return Status(Code::durability_uncertain, std::move(msg));
   }
+  static Status with_code(Code c, std::string msg) { return c == Code::ok ? Status() : Status(c, std::move(msg)); }
   // The one place errno becomes a Status: "what: strerror(err)".
   static Status from_errno(int err, const std::string& what);
 
@@ -40,7 +41,9 @@ class Status {
   std::string msg_;
 };
 
-const char* code_name(Code c);
+const char* code_name(Code c);   // for people: "I/O error"
+const char* code_token(Code c);  // for machines: "io"
+bool code_from_token(const std::string& token, Code* out);
 
 }  // namespace hydro
 
