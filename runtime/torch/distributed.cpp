@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "hydro/log.h"
+#include "raise.h"
 
 namespace hydro {
 namespace {
@@ -28,7 +29,7 @@ std::vector<torch::Tensor> state_of(torch::nn::Module& module) {
 std::shared_ptr<Group> join_gloo_group(std::chrono::milliseconds timeout) {
   auto group = std::make_shared<Group>();
   Status st = DistEnv::from_env(&group->env);
-  if (!st.ok()) throw std::runtime_error("hydro: " + st.to_string());
+  throw_if_error(st);
   const DistEnv& env = group->env;
   const std::string where = env.master_addr + ":" + std::to_string(env.master_port);
   try {

@@ -6,16 +6,16 @@
 
 #include "hydro/log.h"
 #include "hydro/runtime.h"
+#include "raise.h"
 
 namespace hydro {
 namespace {
 
-[[noreturn]] void fail(const Status& s) { throw std::runtime_error("hydro: " + s.to_string()); }
 
 ProgressOptions progress_from_env() {
   ProgressOptions o;
   Status st = ProgressOptions::from_env(&o);
-  if (!st.ok()) fail(st);
+  if (!st.ok()) throw_status(st);
   return o;
 }
 
@@ -24,7 +24,7 @@ ProgressOptions progress_from_env() {
 bool JobContext::step_end(int64_t epoch_step) {
   if (preempted_) return false;
   if (epoch_step != this->epoch_step() + 1)
-    fail(Status::invalid_argument("JobContext::step_end(" + std::to_string(epoch_step) + ") in epoch " +
+    throw_status(Status::invalid_argument("JobContext::step_end(" + std::to_string(epoch_step) + ") in epoch " +
                                   std::to_string(epoch_) + ": expected " + std::to_string(this->epoch_step() + 1) +
                                   ", the steps done in this epoch (epoch_step() + 1)"));
   step_ = state_->epoch_start_step + epoch_step;
@@ -36,13 +36,13 @@ bool JobContext::step_end(int64_t epoch_step) {
 }
 
 Job& Job::epoch_limiter(int64_t epochs) {
-  if (epochs < 0) fail(Status::invalid_argument("Job::epoch_limiter(" + std::to_string(epochs) + "): must be >= 0"));
+  if (epochs < 0) throw_status(Status::invalid_argument("Job::epoch_limiter(" + std::to_string(epochs) + "): must be >= 0"));
   max_epochs_ = epochs;
   return *this;
 }
 
 Job& Job::stop_when(std::function<bool(const JobContext&)> pred) {
-  if (!pred) fail(Status::invalid_argument("Job::stop_when(): the predicate is empty"));
+  if (!pred) throw_status(Status::invalid_argument("Job::stop_when(): the predicate is empty"));
   stops_.push_back(std::move(pred));
   return *this;
 }
@@ -79,17 +79,17 @@ void JobRunner::end_epoch(JobContext& ctx, ProgressReporter* progress) {
 }
 
 int JobRunner::run(Job& job) {
-  if (!job.epoch) fail(Status::invalid_argument("Job::epoch is not set: it runs one epoch's steps"));
+  if (!job.epoch) throw_status(Status::invalid_argument("Job::epoch is not set: it runs one epoch's steps"));
   if (!job.max_epochs_ && job.stops_.empty())
-    fail(Status::invalid_argument("the Job has no stop condition: call epoch_limiter(n) or stop_when(...)"));
-  if (ran_) fail(Status::invalid_argument("JobRunner::run() runs one job: make a new Runtime and JobRunner"));
+    throw_status(Status::invalid_argument("the Job has no stop condition: call epoch_limiter(n) or stop_when(...)"));
+  if (ran_) throw_status(Status::invalid_argument("JobRunner::run() runs one job: make a new Runtime and JobRunner"));
   ran_ = true;
 
   std::unique_ptr<ProgressReporter> progress;
   if (runtime_.settings().rank == 0) {
     progress = std::make_unique<ProgressReporter>(progress_options_);
     Status st = progress->open();
-    if (!st.ok()) fail(st);
+    if (!st.ok()) throw_status(st);
   }
   record_.clear();
   const int64_t step = runtime_.resume();
@@ -106,7 +106,7 @@ int JobRunner::run(Job& job) {
       st = Status::corruption("checkpoint file hydro_job.pt: the epoch began at step " +
                               std::to_string(state_.epoch_start_step) + ", after the checkpoint's step " +
                               std::to_string(step));
-    if (!st.ok()) fail(st);
+    if (!st.ok()) throw_status(st);
     ctx.epoch_ = runtime_.epoch();
     log("job: resuming epoch " + std::to_string(ctx.epoch_) + " at its step " + std::to_string(ctx.epoch_step()) +
         " (step " + std::to_string(step) + ")");

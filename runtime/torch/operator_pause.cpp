@@ -17,6 +17,7 @@
 #include "hydro/log.h"
 #include "hydro/pause_gate.h"
 #include "hydro/runtime.h"
+#include "raise.h"
 
 namespace hydro {
 namespace {
@@ -136,13 +137,13 @@ void start_signals(const Settings& settings, const SignalMap& signals, bool paus
   }
   if (replace) SignalBridge::stop();  // not under the lock: its watcher may be waiting for it
   Status st = SignalBridge::start(signals, on_signal);
-  if (!st.ok()) throw std::runtime_error("hydro: " + st.to_string());
+  throw_if_error(st);
 }
 
 Settings settings_from_env() {
   Settings s;
   Status st = Settings::from_env(&s);
-  if (!st.ok()) throw std::runtime_error("hydro: " + st.to_string());
+  throw_if_error(st);
   return s;
 }
 

@@ -1,5 +1,5 @@
-// Saving and loading the tracked state through the core's checkpoint protocol, and the decisions
-// at each step's end (the operator callback and the signals: operator_pause.cpp).
+// Saving and loading the tracked state through the core's checkpoint protocol (the decisions at
+// each step's end: step_end.cpp; the operator callback and the signals: operator_pause.cpp).
 #include "hydro/runtime.h"
 
 #include <signal.h>
@@ -21,11 +21,10 @@
 #include "hydro/log.h"
 #include "hydro/pause_gate.h"
 #include "hydro/resume_choice.h"
+#include "raise.h"
 
 namespace hydro {
 namespace {
-
-[[noreturn]] void fail(const Status& s) { throw std::runtime_error("hydro: " + s.to_string()); }
 
 std::string host_name() {
   char buf[256] = {0};
@@ -91,9 +90,9 @@ Runtime::~Runtime() {
 }
 
 void Runtime::add(TrackedItem t) {
-  if (!valid_tracked_name(t.name)) fail(Status::invalid_argument("track(): bad name '" + t.name + "'"));
+  if (!valid_tracked_name(t.name)) throw_status(Status::invalid_argument("track(): bad name '" + t.name + "'"));
   for (const auto& x : tracked_)
-    if (x.name == t.name) fail(Status::invalid_argument("track(): '" + t.name + "' is tracked twice"));
+    if (x.name == t.name) throw_status(Status::invalid_argument("track(): '" + t.name + "' is tracked twice"));
   tracked_.push_back(std::move(t));
 }
 
@@ -120,7 +119,7 @@ void atomic_save_archive(torch::serialize::OutputArchive& archive, const std::st
   Status st = write_file_atomic(path, [&](WritableFile& f) {
     return stream_archive(archive, path, [&](const void* d, size_t n) { return f.append(d, n); });
   });
-  if (Status s = warn_if_durability_uncertain(st); !s.ok()) fail(s);
+  if (Status s = warn_if_durability_uncertain(st); !s.ok()) throw_status(s);
 }
 
 bool Runtime::writes_checkpoints() const {
@@ -139,7 +138,7 @@ void Runtime::start_pruner() {
 
 std::string Runtime::save(int64_t step, bool keep_always) {
   if (settings_.checkpoint_dir.empty())
-    fail(Status::invalid_argument("cannot checkpoint: HYDRO_CKPT_DIR is not set"));
+    throw_status(Status::invalid_argument("cannot checkpoint: HYDRO_CKPT_DIR is not set"));
   if (!writes_checkpoints()) return "";  // replicated state: rank 0 writes it for every rank
   const auto t0 = std::chrono::steady_clock::now();
   struct TimeOnReturn {
@@ -177,7 +176,7 @@ std::string Runtime::save(int64_t step, bool keep_always) {
     }
     if (st.ok()) st = writer->commit(&info);
   }
-  if (Status s = warn_if_durability_uncertain(st); !s.ok()) fail(s);
+  if (Status s = warn_if_durability_uncertain(st); !s.ok()) throw_status(s);
   if (!grouped()) start_pruner();
   return info.path;
 }
@@ -220,7 +219,7 @@ std::string Runtime::save_async(int64_t step, bool keep_always) {
 std::string Runtime::load_path(const std::string& checkpoint, const Manifest& m, const std::string& file) const {
   if (!m.sharded) return checkpoint + "/" + file;
   if (m.world_size != settings_.world_size)
-    fail(Status::invalid_argument("checkpoint " + checkpoint + " has the shards of " + std::to_string(m.world_size) +
+    throw_status(Status::invalid_argument("checkpoint " + checkpoint + " has the shards of " + std::to_string(m.world_size) +
                                   " ranks, this job has " + std::to_string(settings_.world_size) +
                                   ": resume with the same number of ranks"));
   return checkpoint + "/" + CheckpointGroup::shard_dir(settings_.rank) + "/" + file;
@@ -229,7 +228,7 @@ std::string Runtime::load_path(const std::string& checkpoint, const Manifest& m,
 int64_t Runtime::resume() {
   ResumeChoice choice;
   Status st = choose_resume(fs_, settings_, group_.get(), [](const std::string& m) { log(m); }, &choice);
-  if (!st.ok()) fail(st);
+  if (!st.ok()) throw_status(st);
   const std::string& path = choice.path;
   const Manifest& manifest = choice.manifest;
   if (path.empty()) {
@@ -243,9 +242,9 @@ int64_t Runtime::resume() {
     try {
       t->read(load_path(path, manifest, t->name + ".pt"));
     } catch (const c10::Error& e) {
-      fail(Status::invalid_argument("checkpoint " + path + ": " + t->name + ".pt: " + e.what_without_backtrace()));
+      throw_status(Status::invalid_argument("checkpoint " + path + ": " + t->name + ".pt: " + e.what_without_backtrace()));
     } catch (const std::exception& e) {
-      fail(Status::invalid_argument("checkpoint " + path + ": " + t->name + ".pt: " + e.what()));
+      throw_status(Status::invalid_argument("checkpoint " + path + ": " + t->name + ".pt: " + e.what()));
     }
   }
   epoch_ = manifest.epoch;
@@ -254,109 +253,6 @@ int64_t Runtime::resume() {
   const std::string threads = compute_threads_note({manifest.threads, manifest.blas_threads}, compute_threads());
   if (!threads.empty()) log(threads);
   return manifest.step;
-}
-
-bool Runtime::suspend_checkpoint_fits() const {
-  return settings_.suspend_checkpoint && settings_.pause && settings_.mode != CheckpointMode::async &&
-         !settings_.checkpoint_dir.empty() && last_step_s_ >= 0 && last_save_s_ >= 0 &&
-         last_step_s_ + last_save_s_ < 1.5;
-}
-
-void Runtime::update_suspend_budget() {
-  // One rank decides alone. A group decides at each step-end vote, every rank alike. Several ranks
-  // whose state rank 0 writes alone never do it: rank 0 would wait in a collective for a paused peer.
-  if (settings_.world_size == 1) set_suspend_checkpoint(suspend_checkpoint_fits());
-}
-
-bool Runtime::step_end(int64_t step) {
-  PauseGate& gate = PauseGate::instance();
-  const auto now = std::chrono::steady_clock::now();
-  if (last_step_end_ != std::chrono::steady_clock::time_point{}) {
-    last_step_s_ = std::chrono::duration<double>(now - last_step_end_).count();
-    update_suspend_budget();
-  }
-  struct StampOnReturn {
-    std::chrono::steady_clock::time_point* t;
-    ~StampOnReturn() { *t = std::chrono::steady_clock::now(); }
-  } stamp{&last_step_end_};
-  // SIGTSTP with a checkpoint that fits before the freeze: the step has ended; checkpoint, then
-  // pause. A group checkpoints together, through the vote, then every rank that has its SIGTSTP
-  // pauses after the save.
-  // One reading of the pause for both decisions below: a SIGTSTP landing between two readings
-  // would pause a group's rank before the vote and lose the suspend checkpoint.
-  const bool pending = gate.pause_pending();
-  const bool suspend_now = pending && gate.pause_signal() == SIGTSTP && suspend_checkpoint_enabled() &&
-                           !operator_pause_armed() && !gate.exit_requested();
-  auto pause_here = [&] {
-    log("paused at the end of step " + std::to_string(step));
-    gate.wait_while_paused();
-    log("resumed at the end of step " + std::to_string(step));
-  };
-  bool saved = false;
-  if (suspend_now && !grouped()) {
-    std::string path = save(step);
-    saved = true;
-    log("checkpoint of step " + std::to_string(step) + " committed in " + path + " before the suspend");
-  }
-  if (pending && !(suspend_now && grouped())) pause_here();
-  bool checkpoint = settings_.checkpoint_every > 0 && step % settings_.checkpoint_every == 0;
-  bool requested = false;
-  if (gate.take_checkpoint_request()) {
-    if (settings_.checkpoint_dir.empty()) log("checkpoint requested, but HYDRO_CKPT_DIR is not set: no checkpoint");
-    else checkpoint = requested = true;
-  }
-  bool exit = gate.exit_requested();
-  bool before_suspend = suspend_now;
-  if (grouped()) {
-    GroupDecision d;
-    Status st = group_->vote(settings_.mode, checkpoint, exit, &d, {suspend_checkpoint_fits(), suspend_now});
-    if (!st.ok()) fail(st);
-    if (d.exit && !exit) log("exit requested by another rank at step " + std::to_string(step));
-    checkpoint = d.checkpoint;
-    exit = d.exit;
-    before_suspend = d.suspend_now;
-    set_suspend_checkpoint(d.suspend_checkpoint);
-  }
-  if (exit) {
-    if (settings_.checkpoint_dir.empty()) {
-      log("WARNING: exit requested at step " + std::to_string(step) + ", but there is no checkpoint directory "
-          "(HYDRO_CKPT_DIR, --hydro-checkpoint-dir): NOTHING IS SAVED, and a requeued job starts again from step 0");
-      return false;
-    }
-    if (!writes_checkpoints()) {
-      log("exit requested at step " + std::to_string(step) + "; rank 0 writes the checkpoint");
-      return false;
-    }
-    // Waits for an async write in flight, then writes this one here, before the process exits.
-    try {
-      wait_idle();
-    } catch (const std::exception& e) {
-      log(std::string("warning: ") + e.what() + "; writing the exit checkpoint anyway");
-    }
-    std::string path;
-    if (settings_.mode == CheckpointMode::async) {
-      path = save_async(step, false);
-      wait_idle();
-    } else {
-      path = save(step);
-    }
-    log("checkpoint of step " + std::to_string(step) + " committed in " + path + "; exiting with status " +
-        std::to_string(kExitRequeue) + " (requeue)");
-    return false;
-  }
-  if (checkpoint && !saved) {
-    std::string path = save(step);
-    if (before_suspend && !path.empty())
-      log("checkpoint of step " + std::to_string(step) + " committed in " + path + " before the suspend");
-    else if (requested && !path.empty())
-      log("checkpoint of step " + std::to_string(step) + " committed in " + path + " (requested); training goes on");
-  }
-  // A group's suspend checkpoint: every rank with its SIGTSTP by now (also one that came during the
-  // vote or the save) pauses here, at the same step. One whose SIGTSTP comes later still (the
-  // signals reach the ranks within a millisecond; the vote and save take longer) runs on into the
-  // next step's collective and waits there, for its peer, until the freeze.
-  if (before_suspend && grouped() && gate.pause_pending()) pause_here();
-  return true;
 }
 
 }  // namespace hydro

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "hydro/sampler_order.h"
+#include "raise.h"
 
 namespace hydro {
 namespace {
@@ -15,7 +16,7 @@ namespace {
 [[noreturn]] void fail(const std::string& what) { throw std::runtime_error("hydro: sampler: " + what); }
 
 void check(const Status& s) {
-  if (!s.ok()) throw std::runtime_error("hydro: " + s.to_string());
+  throw_if_error(s);
 }
 
 // The epoch's order before padding and striding: torch.randperm(n, generator=g) with

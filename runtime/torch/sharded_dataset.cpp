@@ -1,4 +1,5 @@
 #include "hydro/sharded_dataset.h"
+#include "raise.h"
 
 #include <dirent.h>
 #include <sys/stat.h>
@@ -33,7 +34,7 @@ ShardedFileDataset::ShardedFileDataset(std::string folder, ShardSpec spec) {
   while (folder.size() > 1 && folder.back() == '/') folder.pop_back();
   std::vector<std::string> mine;
   Status s = shard_split(folder, sample_names(folder), spec, &mine);
-  if (!s.ok()) throw std::runtime_error("hydro: " + s.to_string());
+  throw_if_error(s);
   files_.reserve(mine.size());
   for (const auto& name : mine) files_.push_back(folder + "/" + name);
 }

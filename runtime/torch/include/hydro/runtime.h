@@ -108,6 +108,13 @@ class Runtime {
   const Settings& settings() const { return settings_; }
 
  private:
+  struct StepEndPlan;
+  void time_last_step();
+  StepEndPlan suspend_at_step_end(int64_t step);
+  void decide_checkpoint(int64_t step, StepEndPlan* plan);
+  void exit_checkpoint(int64_t step);
+  void checkpoint_at(int64_t step, const StepEndPlan& plan);
+  static void pause_at_end_of(int64_t step);
   void add(TrackedItem t);
   std::string save_async(int64_t step, bool keep_always);
   void start_pruner();
@@ -136,7 +143,7 @@ class Runtime {
   std::thread pruner_;
 };
 
-// atomic_torch_save: torch::save(value, path) made atomic and durable. The archive is streamed to
+// atomic_save: torch::save(value, path) made atomic and durable. The archive is streamed to
 // a temporary file beside `path`, fsynced, renamed over `path`, and the directory fsynced, so
 // `path` always holds the old file or the whole new one. torch::load reads it. Throws
 // std::runtime_error naming the path on failure (the old file is then untouched).

@@ -1,0 +1,151 @@
+// The decisions at each step's end: a pause, the suspend checkpoint, a checkpoint every N steps
+// or on request, the ranks' vote, and the checkpoint before an exit for a requeue.
+#include <signal.h>
+
+#include <chrono>
+#include <stdexcept>
+
+#include "hydro/checkpoint_group.h"
+#include "hydro/log.h"
+#include "hydro/pause_gate.h"
+#include "hydro/runtime.h"
+#include "operator_pause.h"
+#include "raise.h"
+
+namespace hydro {
+
+bool Runtime::suspend_checkpoint_fits() const {
+  return settings_.suspend_checkpoint && settings_.pause && settings_.mode != CheckpointMode::async &&
+         !settings_.checkpoint_dir.empty() && last_step_s_ >= 0 && last_save_s_ >= 0 &&
+         last_step_s_ + last_save_s_ < 1.5;
+}
+
+void Runtime::update_suspend_budget() {
+  // One rank decides alone. A group decides at each step-end vote, every rank alike. Several ranks
+  // whose state rank 0 writes alone never do it: rank 0 would wait in a collective for a paused peer.
+  if (settings_.world_size == 1) set_suspend_checkpoint(suspend_checkpoint_fits());
+}
+
+// One step end's decisions: from this rank's signals, then (in a group) from the vote.
+struct Runtime::StepEndPlan {
+  bool pending = false;         // a pause is pending
+  bool suspend_now = false;     // a SIGTSTP whose checkpoint fits before the freeze: save, then pause
+  bool saved = false;           // one rank's suspend checkpoint is written already
+  bool checkpoint = false;      // checkpoint at this step (every N steps, requested, or voted)
+  bool requested = false;       // by `hydroctl checkpoint`
+  bool exit = false;            // checkpoint, then exit for a requeue
+  bool before_suspend = false;  // this step's checkpoint is the suspend's
+};
+
+bool Runtime::step_end(int64_t step) {
+  time_last_step();
+  struct StampOnReturn {
+    std::chrono::steady_clock::time_point* t;
+    ~StampOnReturn() { *t = std::chrono::steady_clock::now(); }
+  } stamp{&last_step_end_};
+  StepEndPlan plan = suspend_at_step_end(step);
+  decide_checkpoint(step, &plan);
+  if (plan.exit) {
+    exit_checkpoint(step);
+    return false;
+  }
+  if (plan.checkpoint && !plan.saved) checkpoint_at(step, plan);
+  // A group's suspend checkpoint: every rank with its SIGTSTP by now (also one that came during the
+  // vote or the save) pauses here, at the same step. One whose SIGTSTP comes later still (the
+  // signals reach the ranks within a millisecond; the vote and save take longer) runs on into the
+  // next step's collective and waits there, for its peer, until the freeze.
+  if (plan.before_suspend && grouped() && PauseGate::instance().pause_pending()) pause_at_end_of(step);
+  return true;
+}
+
+void Runtime::time_last_step() {
+  const auto now = std::chrono::steady_clock::now();
+  if (last_step_end_ == std::chrono::steady_clock::time_point{}) return;
+  last_step_s_ = std::chrono::duration<double>(now - last_step_end_).count();
+  update_suspend_budget();
+}
+
+void Runtime::pause_at_end_of(int64_t step) {
+  log("paused at the end of step " + std::to_string(step));
+  PauseGate::instance().wait_while_paused();
+  log("resumed at the end of step " + std::to_string(step));
+}
+
+// SIGTSTP with a checkpoint that fits before the freeze: the step has ended; checkpoint, then
+// pause. A group checkpoints together, through the vote, then every rank that has its SIGTSTP
+// pauses after the save. One reading of the pause serves both decisions: a SIGTSTP landing between
+// two readings would pause a group's rank before the vote and lose the suspend checkpoint.
+Runtime::StepEndPlan Runtime::suspend_at_step_end(int64_t step) {
+  PauseGate& gate = PauseGate::instance();
+  StepEndPlan plan;
+  plan.pending = gate.pause_pending();
+  plan.suspend_now = plan.pending && gate.pause_signal() == SIGTSTP && suspend_checkpoint_enabled() &&
+                     !operator_pause_armed() && !gate.exit_requested();
+  plan.before_suspend = plan.suspend_now;
+  if (plan.suspend_now && !grouped()) {
+    std::string path = save(step);
+    plan.saved = true;
+    log("checkpoint of step " + std::to_string(step) + " committed in " + path + " before the suspend");
+  }
+  if (plan.pending && !(plan.suspend_now && grouped())) pause_at_end_of(step);
+  return plan;
+}
+
+// Every N steps, on request, and (several ranks) as the vote grants.
+void Runtime::decide_checkpoint(int64_t step, StepEndPlan* plan) {
+  PauseGate& gate = PauseGate::instance();
+  plan->checkpoint = settings_.checkpoint_every > 0 && step % settings_.checkpoint_every == 0;
+  if (gate.take_checkpoint_request()) {
+    if (settings_.checkpoint_dir.empty()) log("checkpoint requested, but HYDRO_CKPT_DIR is not set: no checkpoint");
+    else plan->checkpoint = plan->requested = true;
+  }
+  plan->exit = gate.exit_requested();
+  if (!grouped()) return;
+  GroupDecision d;
+  Status st = group_->vote(settings_.mode, plan->checkpoint, plan->exit, &d,
+                           {suspend_checkpoint_fits(), plan->suspend_now});
+  if (!st.ok()) throw_status(st);
+  if (d.exit && !plan->exit) log("exit requested by another rank at step " + std::to_string(step));
+  plan->checkpoint = d.checkpoint;
+  plan->exit = d.exit;
+  plan->before_suspend = d.suspend_now;
+  set_suspend_checkpoint(d.suspend_checkpoint);
+}
+
+// The checkpoint before an exit for a requeue, written here, before the process exits.
+void Runtime::exit_checkpoint(int64_t step) {
+  if (settings_.checkpoint_dir.empty()) {
+    log("WARNING: exit requested at step " + std::to_string(step) + ", but there is no checkpoint directory "
+        "(HYDRO_CKPT_DIR, --hydro-checkpoint-dir): NOTHING IS SAVED, and a requeued job starts again from step 0");
+    return;
+  }
+  if (!writes_checkpoints()) {
+    log("exit requested at step " + std::to_string(step) + "; rank 0 writes the checkpoint");
+    return;
+  }
+  try {  // an async write in flight finishes first
+    wait_idle();
+  } catch (const std::exception& e) {
+    log(std::string("warning: ") + e.what() + "; writing the exit checkpoint anyway");
+  }
+  std::string path;
+  if (settings_.mode == CheckpointMode::async) {
+    path = save_async(step, false);
+    wait_idle();
+  } else {
+    path = save(step);
+  }
+  log("checkpoint of step " + std::to_string(step) + " committed in " + path + "; exiting with status " +
+      std::to_string(kExitRequeue) + " (requeue)");
+}
+
+void Runtime::checkpoint_at(int64_t step, const StepEndPlan& plan) {
+  std::string path = save(step);
+  if (path.empty()) return;
+  if (plan.before_suspend)
+    log("checkpoint of step " + std::to_string(step) + " committed in " + path + " before the suspend");
+  else if (plan.requested)
+    log("checkpoint of step " + std::to_string(step) + " committed in " + path + " (requested); training goes on");
+}
+
+}  // namespace hydro
