@@ -22,7 +22,7 @@
 #include "hydro/signal_map.h"
 #include "hydro/subprocess.h"
 #include "job_lookup.h"
-#include "plugin_config.h"
+#include "admin_config.h"
 #include "status_table.h"
 
 namespace {
@@ -78,8 +78,8 @@ int signal_map_of(const Tools& t, hydro::Action a, const std::string* process, i
   } else if (const char* env = std::getenv("HYDRO_SIGNALS")) {
     spec = env, from = "HYDRO_SIGNALS";
   } else if (::access(t.config.c_str(), F_OK) == 0) {
-    hydro::spank::JobSettings s;
-    hydro::Status st = hydro::spank::PluginConfig::load_yaml(t.config, &s);
+    hydro::admin::JobSettings s;
+    hydro::Status st = hydro::admin::PluginConfig::load_yaml(t.config, &s);
     if (!st.ok()) return fail(st.message());
     if (s.signals) spec = *s.signals, from = t.config + ": signals";
   }
@@ -155,12 +155,12 @@ int signal_job(const Tools& t, const std::string& job, hydro::Action action, con
 int job_dir(const Tools& t, const std::string& job, std::string* dir) {
   hydro::ctl::JobOwner owner;
   if (int rc = check_owner(t, job, "inspect", &owner)) return rc;
-  hydro::spank::JobSettings s;
-  hydro::Status st = hydro::spank::PluginConfig::load_yaml(t.config, &s);
+  hydro::admin::JobSettings s;
+  hydro::Status st = hydro::admin::PluginConfig::load_yaml(t.config, &s);
   if (!st.ok()) return fail(st.message());
   if (!s.checkpoint_dir)
     return fail(t.config + " has no checkpoint_dir; give the job's checkpoint directory instead of its id");
-  st = hydro::spank::expand_template(*s.checkpoint_dir, owner.user, owner.uid,
+  st = hydro::admin::expand_template(*s.checkpoint_dir, owner.user, owner.uid,
                                      static_cast<unsigned>(std::stoul(job)), dir);
   if (!st.ok()) return fail(t.config + ": checkpoint_dir: " + st.message());
   return 0;

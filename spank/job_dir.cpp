@@ -7,10 +7,11 @@
 #include <cerrno>
 #include <vector>
 
-#include "plugin_config.h"
+#include "admin_config.h"
 
 namespace hydro::spank {
 namespace {
+using admin::expand_template;
 
 struct Fd {
   int fd = -1;

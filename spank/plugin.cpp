@@ -25,7 +25,7 @@ extern "C" {
 #include "hydro/settings.h"
 #include "hydro/signal_map.h"
 #include "job_dir.h"
-#include "plugin_config.h"
+#include "admin_config.h"
 
 // Built with -fvisibility=hidden: only what is marked here is exported (see exports.map too).
 #define HYDRO_EXPORT __attribute__((visibility("default")))
@@ -39,10 +39,10 @@ HYDRO_EXPORT extern const unsigned int plugin_version = SLURM_VERSION_NUMBER;
 namespace {
 
 using hydro::Status;
-using hydro::spank::job_setting_specs;
+using hydro::admin::job_setting_specs;
 
-hydro::spank::PluginConfig g_config;
-hydro::spank::JobSettings g_options;  // from the command line
+hydro::admin::PluginConfig g_config;
+hydro::admin::JobSettings g_options;  // from the command line
 bool g_config_ok = true;
 std::string g_config_error;
 
@@ -50,7 +50,7 @@ int on_option(int index, const char* optarg, int) {
   try {
     const auto& spec = job_setting_specs().at(static_cast<size_t>(index));
     std::string where = std::string("--") + spec.option;
-    Status st = hydro::spank::parse_job_setting(spec, optarg ? optarg : "", where, false, &g_options);
+    Status st = hydro::admin::parse_job_setting(spec, optarg ? optarg : "", where, false, &g_options);
     if (!st.ok()) {
       slurm_error("hydro: option: %s", st.message().c_str());
       return -1;
@@ -171,12 +171,12 @@ int task_init(spank_t sp) {
 
   // Command line beats the job's environment, which beats the admin's default.
   for (const auto& spec : job_setting_specs()) {
-    std::string value = hydro::spank::job_setting_value(g_options, spec);
+    std::string value = hydro::admin::job_setting_value(g_options, spec);
     if (value.empty() && env_set(sp, spec.env)) continue;
     if (value.empty() && std::string(spec.key) == "checkpoint_dir" && g_config.defaults.checkpoint_dir) {
       if (job_dir(sp, job, &value)) return -1;
     } else if (value.empty()) {
-      value = hydro::spank::job_setting_value(g_config.defaults, spec);
+      value = hydro::admin::job_setting_value(g_config.defaults, spec);
     }
     if (value.empty() && std::string(spec.key) == "default_pause") value = "off";
     if (!value.empty() && set_env(sp, spec.env, value)) return -1;
@@ -192,7 +192,7 @@ extern "C" HYDRO_EXPORT int slurm_spank_init(spank_t sp, int ac, char** av) {
   return guarded("init", [&] {
     std::vector<std::string> args(av, av + ac);
     spank_context_t ctx = spank_context();
-    Status st = hydro::spank::PluginConfig::parse(args, "plugstack.conf", &g_config);
+    Status st = hydro::admin::PluginConfig::parse(args, "plugstack.conf", &g_config);
     if (!st.ok()) {
       slurm_error("hydro: init: %s", st.message().c_str());
       // slurmd and the prolog/epilog would stop or drain the node on a failure: the admin sees the

@@ -6,9 +6,9 @@
 #include <fstream>
 
 #include "fault_fs.h"
-#include "plugin_config.h"
+#include "admin_config.h"
 
-namespace hydro::spank {
+namespace hydro::admin {
 namespace {
 
 const SettingSpec& spec(const std::string& key) {
@@ -137,4 +137,4 @@ TEST(ConfigNegative, AnUnreadableYamlFileIsNamed) {
 }
 
 }  // namespace
-}  // namespace hydro::spank
+}  // namespace hydro::admin

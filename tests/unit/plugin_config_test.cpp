@@ -2,10 +2,10 @@
 
 #include <fstream>
 
-#include "plugin_config.h"
+#include "admin_config.h"
 #include "fault_fs.h"
 
-namespace hydro::spank {
+namespace hydro::admin {
 namespace {
 
 TEST(PluginConfig, DefaultsAndKeys) {
@@ -74,4 +74,4 @@ TEST(PluginConfig, TemplateExpansion) {
 }
 
 }  // namespace
-}  // namespace hydro::spank
+}  // namespace hydro::admin

@@ -1,6 +1,6 @@
 // Every hydro setting, once: its job variable, the admin's key and the user's option (for those an
 // admin or a user sets through the SPANK plugin), its kind and range, its default and its help.
-// The plugin's options and config (spank/plugin_config.cpp), the runtime's Settings::from_env and
+// The plugin's options and config (config/admin_config.cpp), the runtime's Settings::from_env and
 // hydro-launch's options all check values here, and a test holds the README's tables to it.
 // Adding a setting is a row here plus its use.
 #pragma once

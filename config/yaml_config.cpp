@@ -9,9 +9,9 @@
 #include <cerrno>
 #include <set>
 
-#include "plugin_config.h"
+#include "admin_config.h"
 
-namespace hydro::spank {
+namespace hydro::admin {
 namespace {
 
 std::string at(const std::string& path, const YAML::Mark& m) {
@@ -93,4 +93,4 @@ Status PluginConfig::load_yaml(const std::string& path, JobSettings* out) {
   }
 }
 
-}  // namespace hydro::spank
+}  // namespace hydro::admin

@@ -1,9 +1,9 @@
-#include "plugin_config.h"
+#include "admin_config.h"
 
 #include "hydro/setting_schema.h"
 #include "hydro/settings.h"
 
-namespace hydro::spank {
+namespace hydro::admin {
 namespace {
 
 // Whether a template holds a %j escape itself: "%%j" is a literal "%j", shared by every job.
@@ -152,4 +152,4 @@ Status expand_template(const std::string& tmpl, const std::string& user, unsigne
   return Status::OK();
 }
 
-}  // namespace hydro::spank
+}  // namespace hydro::admin

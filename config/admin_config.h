@@ -1,5 +1,6 @@
-// The admin's configuration for spank_hydro.so, as a plain struct with explicit defaults, and the
-// per-job settings a user gives on the command line. No Slurm here, so the unit tests link it.
+// The admin's configuration (plugstack arguments and /etc/hydro/hydro.yaml), as a plain struct
+// with explicit defaults, and the per-job settings a user gives on the command line. Read by the
+// SPANK plugin and by hydroctl; no Slurm here.
 //
 //   required /usr/lib/slurm/spank_hydro.so config=/etc/hydro/hydro.yaml default_pause=on
 //
@@ -15,7 +16,7 @@
 
 #include "hydro/status.h"
 
-namespace hydro::spank {
+namespace hydro::admin {
 
 // The settings a job can carry. Each maps to one HYDRO_* variable of the runtime
 // (hydro/settings.h); unset ones are left to the next source in the precedence.
@@ -66,4 +67,4 @@ struct PluginConfig {
 Status expand_template(const std::string& tmpl, const std::string& user, unsigned uid, unsigned job_id,
                        std::string* out);
 
-}  // namespace hydro::spank
+}  // namespace hydro::admin
