@@ -94,88 +94,107 @@ double torch_save(const std::string& path, State& state, bool durable) {
   return secs(t);
 }
 
+// One size's table row: every variant run `runs` times, interleaved in a shuffled order.
+struct SizeRun {
+  std::string dir;
+  bool direct_io = true;
+  bool print_rounds = false;
+  char* aligned = nullptr;  // O_DIRECT's buffer
+  std::mt19937* rng = nullptr;
+};
+
+constexpr int kVariants = 6;  // raw, rawd, torch, torch+f, hydro, core
+
+// One round: each variant once, in a shuffled order; the durations in d[].
+void run_round(const SizeRun& c, hydro::Runtime& rt, hydro::CheckpointDir& core, State& state,
+               const std::vector<char>& buf, int r, int64_t* step, double d[kVariants]) {
+  int order[kVariants] = {0, 1, 2, 3, 4, 5};
+  std::shuffle(order, order + kVariants, *c.rng);
+  for (int v : order) {
+    ::sync();
+    switch (v) {
+      case 0: d[0] = raw_write(c.dir + "/raw.bin", buf, nullptr); break;
+      case 1: d[1] = raw_write(c.dir + "/raw.bin", buf, c.aligned); break;
+      case 2: d[2] = torch_save(c.dir + "/plain.pt", state, false); break;
+      case 3: d[3] = torch_save(c.dir + "/plain.pt", state, true); break;
+      case 4: {
+        auto t0 = Clock::now();
+        rt.save((*step)++);
+        d[4] = secs(t0);  // what training waits for; old checkpoints are removed in the background
+        rt.wait_idle();   // ...which must not slow the next variant down
+        break;
+      }
+      case 5: d[5] = core_save(core, r, buf); break;
+    }
+    ::unlink((c.dir + "/raw.bin").c_str());
+    ::unlink((c.dir + "/plain.pt").c_str());
+  }
+}
+
+void measure_size(const SizeRun& c, int64_t mb) {
+  const int64_t bytes = mb * 1000 * 1000;
+  State state(bytes);
+  std::vector<char> buf(static_cast<size_t>(bytes), 'x');
+  hydro::Settings s;
+  s.checkpoint_dir = c.dir + "/ck";
+  s.keep_last = std::getenv("HYDRO_BENCH_KEEP") ? std::atoi(std::getenv("HYDRO_BENCH_KEEP")) : 1;
+  s.pause = false;
+  s.direct_io = c.direct_io;
+  hydro::Runtime rt(s);
+  rt.track("model", state);
+  const int runs = mb >= 1000 ? 5 : 9;
+  std::vector<double> t[kVariants], bw_raw, bw_rawd, core_raw, t_torch, t_torchf;
+  hydro::CheckpointDir core(c.dir + "/core");
+  if (!core.open().ok()) std::abort();
+  int64_t step = 0;
+  rt.save(step++);  // warm up: allocations, page cache
+  for (int r = 0; r < runs; ++r) {
+    double d[kVariants];
+    run_round(c, rt, core, state, buf, r, &step, d);
+    for (int v = 0; v < kVariants; ++v) t[v].push_back(d[v]);
+    if (c.print_rounds)
+      std::fprintf(stderr, "round %d: raw %.3f rawd %.3f torch %.3f torch+f %.3f hydro %.3f core %.3f\n", r, d[0],
+                   d[1], d[2], d[3], d[4], d[5]);
+    bw_raw.push_back(d[0] / d[4]);
+    bw_rawd.push_back(d[1] / d[4]);
+    core_raw.push_back(d[0] / d[5]);
+    t_torch.push_back(d[4] / d[2]);
+    t_torchf.push_back(d[4] / d[3]);
+  }
+  std::printf("%6lldMB %4d | %7.3f %7.3f %7.3f %7.3f %7.3f %7.3f | %8.0f%% %8.0f%% %8.0f%% %8.2fx %8.2fx\n",
+              static_cast<long long>(mb), runs, median(t[0]), median(t[1]), median(t[2]), median(t[3]), median(t[5]),
+              median(t[4]), median(bw_raw) * 100, median(bw_rawd) * 100, median(core_raw) * 100, median(t_torch),
+              median(t_torchf));
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string dir = argc > 1 ? argv[1] : "/tmp/hydro-bench-ck";
+  SizeRun c;
+  c.dir = argc > 1 ? argv[1] : "/tmp/hydro-bench-ck";
   std::vector<int64_t> sizes_mb;
   for (int i = 2; i < argc; ++i) sizes_mb.push_back(std::atoll(argv[i]));
   if (sizes_mb.empty()) sizes_mb = {10, 100, 1000, 2000};
-  bool direct_io = true;
   if (const char* d = std::getenv("HYDRO_CKPT_DIRECT_IO")) {
-    hydro::Status st = hydro::parse_on_off(d, "HYDRO_CKPT_DIRECT_IO", &direct_io);
+    hydro::Status st = hydro::parse_on_off(d, "HYDRO_CKPT_DIRECT_IO", &c.direct_io);
     if (!st.ok()) {
       std::fprintf(stderr, "hydro-bench-checkpoint: %s\n", st.message().c_str());
       return 2;
     }
   }
-  (void)hydro::posix_fs().remove_tree(dir);
-  (void)hydro::posix_fs().make_dirs(dir, 0700);
-  std::printf("directory %s\n", dir.c_str());
+  (void)hydro::posix_fs().remove_tree(c.dir);
+  (void)hydro::posix_fs().make_dirs(c.dir, 0700);
+  std::printf("directory %s\n", c.dir.c_str());
   std::printf("%8s %4s | %7s %7s %7s %7s %7s %7s | %9s %9s %9s %9s %9s\n", "state", "runs", "raw s", "rawd s",
               "torch s", "torch+f", "core s", "hydro s", "bw/raw", "bw/rawd", "core/raw", "t/torch", "t/torch+f");
-  const bool print_rounds = std::getenv("HYDRO_BENCH_ROUNDS") != nullptr;
+  c.print_rounds = std::getenv("HYDRO_BENCH_ROUNDS") != nullptr;
   std::mt19937 rng(1);
-  char* aligned = static_cast<char*>(std::aligned_alloc(4096, kChunk));
-  std::memset(aligned, 0, kChunk);
-  for (int64_t mb : sizes_mb) {
-    const int64_t bytes = mb * 1000 * 1000;
-    State state(bytes);
-    std::vector<char> buf(static_cast<size_t>(bytes), 'x');
-    hydro::Settings s;
-    s.checkpoint_dir = dir + "/ck";
-    s.keep_last = std::getenv("HYDRO_BENCH_KEEP") ? std::atoi(std::getenv("HYDRO_BENCH_KEEP")) : 1;
-    s.pause = false;
-    s.direct_io = direct_io;
-    hydro::Runtime rt(s);
-    rt.track("model", state);
-    const int runs = mb >= 1000 ? 5 : 9;
-    constexpr int kVariants = 6;
-    std::vector<double> t[kVariants], bw_raw, bw_rawd, core_raw, t_torch, t_torchf;
-    hydro::CheckpointDir core(dir + "/core");
-    if (!core.open().ok()) std::abort();
-    int64_t step = 0;
-    rt.save(step++);  // warm up: allocations, page cache
-    for (int r = 0; r < runs; ++r) {
-      double d[kVariants];
-      int order[kVariants] = {0, 1, 2, 3, 4, 5};
-      std::shuffle(order, order + kVariants, rng);
-      for (int v : order) {
-        ::sync();
-        switch (v) {
-          case 0: d[0] = raw_write(dir + "/raw.bin", buf, nullptr); break;
-          case 1: d[1] = raw_write(dir + "/raw.bin", buf, aligned); break;
-          case 2: d[2] = torch_save(dir + "/plain.pt", state, false); break;
-          case 3: d[3] = torch_save(dir + "/plain.pt", state, true); break;
-          case 4: {
-            auto t0 = Clock::now();
-            rt.save(step++);
-            d[4] = secs(t0);  // what training waits for; old checkpoints are removed in the background
-            rt.wait_idle();   // ...which must not slow the next variant down
-            break;
-          }
-          case 5: d[5] = core_save(core, r, buf); break;
-        }
-        ::unlink((dir + "/raw.bin").c_str());
-        ::unlink((dir + "/plain.pt").c_str());
-      }
-      for (int v = 0; v < kVariants; ++v) t[v].push_back(d[v]);
-      if (print_rounds)
-        std::fprintf(stderr, "round %d: raw %.3f rawd %.3f torch %.3f torch+f %.3f hydro %.3f core %.3f\n", r, d[0],
-                     d[1], d[2], d[3], d[4], d[5]);
-      bw_raw.push_back(d[0] / d[4]);
-      bw_rawd.push_back(d[1] / d[4]);
-      core_raw.push_back(d[0] / d[5]);
-      t_torch.push_back(d[4] / d[2]);
-      t_torchf.push_back(d[4] / d[3]);
-    }
-    std::printf("%6lldMB %4d | %7.3f %7.3f %7.3f %7.3f %7.3f %7.3f | %8.0f%% %8.0f%% %8.0f%% %8.2fx %8.2fx\n",
-                static_cast<long long>(mb), runs, median(t[0]), median(t[1]), median(t[2]), median(t[3]), median(t[5]),
-                median(t[4]), median(bw_raw) * 100, median(bw_rawd) * 100, median(core_raw) * 100, median(t_torch),
-                median(t_torchf));
-    std::fflush(stdout);
-  }
-  std::free(aligned);
-  (void)hydro::posix_fs().remove_tree(dir);
+  c.rng = &rng;
+  c.aligned = static_cast<char*>(std::aligned_alloc(4096, kChunk));
+  std::memset(c.aligned, 0, kChunk);
+  for (int64_t mb : sizes_mb) measure_size(c, mb);
+  std::free(c.aligned);
+  (void)hydro::posix_fs().remove_tree(c.dir);
   return 0;
 }

@@ -170,14 +170,8 @@ bool is_job_id(const std::string& s) {
   return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos && s.size() < 10;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"hydroctl: pause, resume or checkpoint a hydro training job, or list its checkpoints. "
-               "Only the job's owner or root may act on it.",
-               "hydroctl"};
-  app.require_subcommand(1);
-  Tools tools;
+// The common options: where the Slurm tools and the admin's config are, and the signal map.
+void add_tool_options(CLI::App& app, Tools& tools) {
   app.add_option("--scancel", tools.scancel, "scancel to run for a job")->capture_default_str();
   app.add_option("--scontrol", tools.scontrol, "scontrol to ask for a job's owner")->capture_default_str();
   app.add_option("--config", tools.config,
@@ -186,34 +180,34 @@ int main(int argc, char** argv) {
   app.add_option("--signals", tools.signals,
                  "The job's signal map, as HYDRO_SIGNALS (default: for --pid the process's own HYDRO_SIGNALS, "
                  "else $HYDRO_SIGNALS, else the signals of --config, else pause=USR1, resume=USR2, checkpoint=WINCH)");
-  int rc = 0;
-  struct Verb {
-    const char* name;
-    hydro::Action action;
-    const char* help;
-  };
-  static const Verb verbs[] = {
-      {"pause", hydro::Action::pause, "Pause at the next operator (the map's pause signal, SIGUSR1 by default)"},
-      {"resume", hydro::Action::resume, "Resume a paused job (the map's resume signal, SIGUSR2 by default)"},
-      {"checkpoint", hydro::Action::checkpoint,
-       "Checkpoint at the end of the current step and go on (the map's checkpoint signal, SIGWINCH by default)"},
-  };
-  for (const auto& verb : verbs) {
-    auto* cmd = app.add_subcommand(verb.name, verb.help);
-    auto* target = new std::string;
-    auto* pid = new int(0);
-    cmd->add_option("JOBID", *target, "Slurm job id: signals its batch shell, its children and its steps");
-    cmd->add_option("--pid", *pid, "A process instead of a job");
-    cmd->callback([=, &rc, &tools] {
-      if (*pid > 0 && !target->empty()) rc = fail("give a JOBID or --pid, not both");
-      else if (*pid > 0) rc = signal_pid(tools, *pid, verb.action, verb.name);
-      else if (!target->empty()) {
-        if (target->find_first_not_of("0123456789_") != std::string::npos)
-          rc = fail("JOBID '" + *target + "' is not a job id");
-        else rc = signal_job(tools, *target, verb.action, verb.name);
-      } else rc = fail(std::string(verb.name) + ": give a JOBID or --pid PID");
-    });
-  }
+}
+
+struct Verb {
+  const char* name;
+  hydro::Action action;
+  const char* help;
+};
+
+// pause, resume, checkpoint: the map's signal to a job (JOBID) or to one process (--pid).
+void add_verb(CLI::App& app, Tools& tools, const Verb& verb, int& rc) {
+  auto* cmd = app.add_subcommand(verb.name, verb.help);
+  auto* target = new std::string;
+  auto* pid = new int(0);
+  cmd->add_option("JOBID", *target, "Slurm job id: signals its batch shell, its children and its steps");
+  cmd->add_option("--pid", *pid, "A process instead of a job");
+  cmd->callback([=, &rc, &tools] {
+    if (*pid > 0 && !target->empty()) rc = fail("give a JOBID or --pid, not both");
+    else if (*pid > 0) rc = signal_pid(tools, *pid, verb.action, verb.name);
+    else if (!target->empty()) {
+      if (target->find_first_not_of("0123456789_") != std::string::npos)
+        rc = fail("JOBID '" + *target + "' is not a job id");
+      else rc = signal_job(tools, *target, verb.action, verb.name);
+    } else rc = fail(std::string(verb.name) + ": give a JOBID or --pid PID");
+  });
+}
+
+// status DIR|JOBID: the table of a checkpoint directory's checkpoints, each verified.
+void add_status(CLI::App& app, Tools& tools, int& rc) {
   auto* status = app.add_subcommand(
       "status", "List a job's checkpoints: step, time, size, verified or corrupt, latest. DIR is a checkpoint "
                 "directory; JOBID finds it from the admin's checkpoint_dir template in --config");
@@ -230,6 +224,26 @@ int main(int argc, char** argv) {
     std::fputs(table.c_str(), ok ? stdout : stderr);
     rc = ok ? 0 : 1;
   });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"hydroctl: pause, resume or checkpoint a hydro training job, or list its checkpoints. "
+               "Only the job's owner or root may act on it.",
+               "hydroctl"};
+  app.require_subcommand(1);
+  Tools tools;
+  add_tool_options(app, tools);
+  int rc = 0;
+  static const Verb verbs[] = {
+      {"pause", hydro::Action::pause, "Pause at the next operator (the map's pause signal, SIGUSR1 by default)"},
+      {"resume", hydro::Action::resume, "Resume a paused job (the map's resume signal, SIGUSR2 by default)"},
+      {"checkpoint", hydro::Action::checkpoint,
+       "Checkpoint at the end of the current step and go on (the map's checkpoint signal, SIGWINCH by default)"},
+  };
+  for (const auto& verb : verbs) add_verb(app, tools, verb, rc);
+  add_status(app, tools, rc);
   CLI11_PARSE(app, argc, argv);
   return rc;
 }

@@ -178,21 +178,23 @@ TEST_F(JobRunnerTest, AUserPredicateStopsBeforeAnEpoch) {
   EXPECT_EQ(calls.exit, 1);
 }
 
+// Four epochs, never interrupted: the weights and the history every interrupted run must match.
+void run_uninterrupted(std::vector<torch::Tensor>* weights, std::vector<EpochMetrics>* history) {
+  test::TempDir dir;
+  Calls calls;
+  Process p(dir.path, 1);
+  JobRunner runner(p.rt, quiet());
+  Job job = p.job(calls);
+  job.epoch_limiter(4);
+  ASSERT_EQ(runner.run(job), 0);
+  for (auto& w : p.model->parameters()) weights->push_back(w.detach().clone());
+  *history = runner.history();
+}
+
 TEST_F(JobRunnerTest, ThreeSigtermsThenResumesEndBitForBitEqualToAnUninterruptedRun) {
-  // The uninterrupted run.
-  test::TempDir ref_dir;
-  Calls ref_calls;
   std::vector<torch::Tensor> want;
   std::vector<EpochMetrics> want_history;
-  {
-    Process p(ref_dir.path, 1);
-    JobRunner runner(p.rt, quiet());
-    Job job = p.job(ref_calls);
-    job.epoch_limiter(4);
-    ASSERT_EQ(runner.run(job), 0);
-    for (auto& w : p.model->parameters()) want.push_back(w.detach().clone());
-    want_history = runner.history();
-  }
+  run_uninterrupted(&want, &want_history);
   ASSERT_EQ(want_history.size(), 4u);
 
   // Interrupted at step 3 (mid epoch 0), at step 10 (epoch 1's last step, before its epoch end),
