@@ -42,8 +42,8 @@ struct Model : torch::nn::Module {
 
 // One round: memcpy, hydro's async save (its stall, then its whole write) and torch::save, in a
 // shuffled order. t[]: memcpy, stall, stall + write, torch.
-void run_round(const std::string& dir, Model& model, torch::optim::SGD& opt, hydro::Runtime& rt,
-               std::vector<char>& src, std::vector<char>& dst, std::mt19937& rng, int64_t* step, double t[4]) {
+void run_round(const std::string& dir, Model& model, torch::optim::SGD& opt, hydro::Runtime& rt, std::vector<char>& src,
+               std::vector<char>& dst, std::mt19937& rng, int64_t* step, double t[4]) {
   const std::string plain_model = dir + "/plain-model.pt", plain_optimizer = dir + "/plain-optimizer.pt";
   int order[3] = {0, 1, 2};
   std::shuffle(order, order + 3, rng);

@@ -153,8 +153,8 @@ void measure_size(const SizeRun& c, int64_t mb) {
     run_round(c, rt, core, state, buf, r, &step, d);
     for (int v = 0; v < kVariants; ++v) t[v].push_back(d[v]);
     if (c.print_rounds)
-      std::fprintf(stderr, "round %d: raw %.3f rawd %.3f torch %.3f torch+f %.3f hydro %.3f core %.3f\n", r, d[0],
-                   d[1], d[2], d[3], d[4], d[5]);
+      std::fprintf(stderr, "round %d: raw %.3f rawd %.3f torch %.3f torch+f %.3f hydro %.3f core %.3f\n", r, d[0], d[1],
+                   d[2], d[3], d[4], d[5]);
     bw_raw.push_back(d[0] / d[4]);
     bw_rawd.push_back(d[1] / d[4]);
     core_raw.push_back(d[0] / d[5]);

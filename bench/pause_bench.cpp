@@ -103,9 +103,10 @@ void overhead(Model& m, int blocks, int steps) {
   }
   double plain = time_steps(m, steps);
   std::fflush(stdout);
-  std::printf("%s  step %.1f us | hydro armed, not paused: %+.2f%% (median of %d paired blocks) | "
-              "callback left enabled: %+.2f%%\n",
-              m.name, plain, (median(armed_ratio) - 1) * 100, blocks, (median(enabled_ratio) - 1) * 100);
+  std::printf(
+      "%s  step %.1f us | hydro armed, not paused: %+.2f%% (median of %d paired blocks) | "
+      "callback left enabled: %+.2f%%\n",
+      m.name, plain, (median(armed_ratio) - 1) * 100, blocks, (median(enabled_ratio) - 1) * 100);
 }
 
 int64_t now_ns() {
@@ -134,12 +135,13 @@ struct QuietStderr {
 
 // A training thread that runs steps until destroyed; started once it has run 20 (warm).
 struct Trainer {
-  explicit Trainer(Model& m) : thread([this, &m] {
-    while (!stop) {
-      m.step();
-      steps++;
-    }
-  }) {
+  explicit Trainer(Model& m)
+      : thread([this, &m] {
+          while (!stop) {
+            m.step();
+            steps++;
+          }
+        }) {
     wait_until([&] { return steps > 20; });
   }
   ~Trainer() {
@@ -181,9 +183,10 @@ void latency(Model& m, int pauses) {
       resume_us.push_back((gate.last_release_ns() - t) / 1e3);
     }
   }
-  std::printf("%s  signal -> paused at an operator: p50 %.0f us, p99 %.0f us | resume: p50 %.0f us, p99 %.0f us "
-              "(%d pauses)\n",
-              m.name, pct(pause_us, .5), pct(pause_us, .99), pct(resume_us, .5), pct(resume_us, .99), pauses);
+  std::printf(
+      "%s  signal -> paused at an operator: p50 %.0f us, p99 %.0f us | resume: p50 %.0f us, p99 %.0f us "
+      "(%d pauses)\n",
+      m.name, pct(pause_us, .5), pct(pause_us, .99), pct(resume_us, .5), pct(resume_us, .99), pauses);
 }
 
 // The same, for a pause checked only at step boundaries (what submitit and Lightning do): the
@@ -257,10 +260,11 @@ std::atomic<int64_t> g_seen_ns{0};
 void on_want(int) { g_want = true; }
 void operator_floor(Model& m, int pauses) {
   handle(SIGURG, on_want);
-  auto h = at::addGlobalCallback(at::RecordFunctionCallback([](const at::RecordFunction&) -> std::unique_ptr<at::ObserverContext> {
-                                   if (g_want.load(std::memory_order_relaxed) && g_want.exchange(false)) g_seen_ns = now_ns();
-                                   return nullptr;
-                                 }).needsInputs(false));
+  auto h = at::addGlobalCallback(
+      at::RecordFunctionCallback([](const at::RecordFunction&) -> std::unique_ptr<at::ObserverContext> {
+        if (g_want.load(std::memory_order_relaxed) && g_want.exchange(false)) g_seen_ns = now_ns();
+        return nullptr;
+      }).needsInputs(false));
   std::vector<double> us;
   std::mt19937 rng(4);
   {

@@ -27,7 +27,9 @@ extern char** environ;
 namespace {
 
 using Clock = std::chrono::steady_clock;
-int64_t now_ns() { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(); }
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -98,7 +100,7 @@ double timed(const char* self, const std::string& mode, const std::string& dir, 
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
   posix_spawn_file_actions_addclose(&fa, fds[0]);
-  char* argv[] = {const_cast<char*>(self), const_cast<char*>("--child"), const_cast<char*>(mode.c_str()),
+  char* argv[] = {const_cast<char*>(self),        const_cast<char*>("--child"),   const_cast<char*>(mode.c_str()),
                   const_cast<char*>(dir.c_str()), const_cast<char*>(mbs.c_str()), nullptr};
   int64_t t0 = now_ns();
   pid_t pid;

@@ -80,12 +80,12 @@ int main(int argc, char** argv) {
 
   int64_t v = 0;
   std::string got;
-  auto hv = votes(n, [&](const std::string& k) { (void)a->add(k, 1, &v); },
-                  [&](const std::string& k) { (void)b->set(k, "1"); },
-                  [&](const std::string& k) { (void)a->get(k, std::chrono::seconds(30), &got); });
-  auto tv = votes(n, [&](const std::string& k) { ta->add(k, 1); },
-                  [&](const std::string& k) { tb->set(k, std::vector<uint8_t>{'1'}); },
-                  [&](const std::string& k) { ta->get(k); });
+  auto hv = votes(
+      n, [&](const std::string& k) { (void)a->add(k, 1, &v); }, [&](const std::string& k) { (void)b->set(k, "1"); },
+      [&](const std::string& k) { (void)a->get(k, std::chrono::seconds(30), &got); });
+  auto tv = votes(
+      n, [&](const std::string& k) { ta->add(k, 1); },
+      [&](const std::string& k) { tb->set(k, std::vector<uint8_t>{'1'}); }, [&](const std::string& k) { ta->get(k); });
   std::printf("connect: hydro (MUNGE handshake) %.0f us, c10d TCPStore %.0f us: %.1fx (median of 50)\n", median(hc),
               median(tc), median(hc) / median(tc));
   std::printf("vote (add + wait, 2 ranks): hydro %.1f us, c10d TCPStore %.1f us: %.2fx (median of %d)\n", median(hv),

@@ -58,8 +58,8 @@ const std::vector<SettingSpec>& job_setting_specs() {
   return specs;
 }
 
-Status parse_job_setting(const SettingSpec& spec, const std::string& value, const std::string& where,
-                         bool is_template, JobSettings* out) {
+Status parse_job_setting(const SettingSpec& spec, const std::string& value, const std::string& where, bool is_template,
+                         JobSettings* out) {
   const std::string key = spec.key;
   if (key == "checkpoint_dir") {
     std::string dir;
@@ -69,14 +69,22 @@ Status parse_job_setting(const SettingSpec& spec, const std::string& value, cons
   }
   HYDRO_RETURN_IF_ERROR(check_setting(setting_row(spec.env), value, where));
   bool on = false;
-  if (key == "default_pause") out->pause = parse_on_off(value, where, &on).ok() && on;
-  else if (key == "checkpoint_every") out->checkpoint_every = std::stoll(value);
-  else if (key == "keep_last") out->keep_last = std::stoll(value);
-  else if (key == "checkpoint_mode") out->checkpoint_mode = value;
-  else if (key == "max_restarts") out->max_restarts = std::stoll(value);
-  else if (key == "time_limit_margin") out->time_limit_margin = std::stoll(value);
-  else if (key == "signals") out->signals = value;
-  else return Status::invalid_argument(where + ": no such setting");
+  if (key == "default_pause")
+    out->pause = parse_on_off(value, where, &on).ok() && on;
+  else if (key == "checkpoint_every")
+    out->checkpoint_every = std::stoll(value);
+  else if (key == "keep_last")
+    out->keep_last = std::stoll(value);
+  else if (key == "checkpoint_mode")
+    out->checkpoint_mode = value;
+  else if (key == "max_restarts")
+    out->max_restarts = std::stoll(value);
+  else if (key == "time_limit_margin")
+    out->time_limit_margin = std::stoll(value);
+  else if (key == "signals")
+    out->signals = value;
+  else
+    return Status::invalid_argument(where + ": no such setting");
   return Status::OK();
 }
 
@@ -144,8 +152,7 @@ Status expand_template(const std::string& tmpl, const std::string& user, unsigne
       case 'j': r += std::to_string(job_id); break;
       case '%': r += '%'; break;
       default:
-        return Status::invalid_argument("unknown escape '%" + std::string(c ? 1 : 0, c) +
-                                        "' (known: %u, %U, %j, %%)");
+        return Status::invalid_argument("unknown escape '%" + std::string(c ? 1 : 0, c) + "' (known: %u, %U, %j, %%)");
     }
   }
   *out = std::move(r);

@@ -21,23 +21,23 @@ namespace hydro::admin {
 // The settings a job can carry. Each maps to one HYDRO_* variable of the runtime
 // (hydro/settings.h); unset ones are left to the next source in the precedence.
 struct JobSettings {
-  std::optional<bool> pause;                 // --hydro-pause, HYDRO_PAUSE
-  std::optional<std::string> checkpoint_dir; // --hydro-checkpoint-dir, HYDRO_CKPT_DIR (a template for admins)
-  std::optional<int64_t> checkpoint_every;   // --hydro-checkpoint-every, HYDRO_CKPT_EVERY
-  std::optional<int64_t> keep_last;          // --hydro-keep-last, HYDRO_KEEP_LAST
-  std::optional<std::string> checkpoint_mode;// --hydro-checkpoint-mode, HYDRO_CKPT_MODE
-  std::optional<int64_t> max_restarts;       // --hydro-max-restarts, HYDRO_MAX_RESTARTS (hydro-launch)
-  std::optional<int64_t> time_limit_margin;  // --hydro-time-limit-margin, HYDRO_TIME_LIMIT_MARGIN (hydro-launch)
-  std::optional<std::string> signals;        // --hydro-signals, HYDRO_SIGNALS (hydro/signal_map.h)
+  std::optional<bool> pause;                   // --hydro-pause, HYDRO_PAUSE
+  std::optional<std::string> checkpoint_dir;   // --hydro-checkpoint-dir, HYDRO_CKPT_DIR (a template for admins)
+  std::optional<int64_t> checkpoint_every;     // --hydro-checkpoint-every, HYDRO_CKPT_EVERY
+  std::optional<int64_t> keep_last;            // --hydro-keep-last, HYDRO_KEEP_LAST
+  std::optional<std::string> checkpoint_mode;  // --hydro-checkpoint-mode, HYDRO_CKPT_MODE
+  std::optional<int64_t> max_restarts;         // --hydro-max-restarts, HYDRO_MAX_RESTARTS (hydro-launch)
+  std::optional<int64_t> time_limit_margin;    // --hydro-time-limit-margin, HYDRO_TIME_LIMIT_MARGIN (hydro-launch)
+  std::optional<std::string> signals;          // --hydro-signals, HYDRO_SIGNALS (hydro/signal_map.h)
 };
 
 // One per-job setting: its user option, its admin key, and the variable the job sees. The rows of
 // the core's settings schema (hydro/setting_schema.h) that have an admin key.
 struct SettingSpec {
-  const char* key;     // admin key (YAML and plugstack): checkpoint_every
-  const char* option;  // user option without "--": hydro-checkpoint-every
-  const char* env;     // HYDRO_CKPT_EVERY
-  const char* arginfo; // shown by --help: N
+  const char* key;      // admin key (YAML and plugstack): checkpoint_every
+  const char* option;   // user option without "--": hydro-checkpoint-every
+  const char* env;      // HYDRO_CKPT_EVERY
+  const char* arginfo;  // shown by --help: N
   const char* help;
 };
 const std::vector<SettingSpec>& job_setting_specs();
@@ -45,8 +45,8 @@ const std::vector<SettingSpec>& job_setting_specs();
 // Parses one value of a per-job setting (`spec.key`) into `out`. `where` prefixes the error:
 // "--hydro-keep-last" for a user option, "/etc/hydro/hydro.yaml: keep_last" for the admin's.
 // `is_template`: checkpoint_dir may hold %-escapes (the admin's form) and must then contain %j.
-Status parse_job_setting(const SettingSpec& spec, const std::string& value, const std::string& where,
-                         bool is_template, JobSettings* out);
+Status parse_job_setting(const SettingSpec& spec, const std::string& value, const std::string& where, bool is_template,
+                         JobSettings* out);
 
 // The value of a set setting as the job's environment variable holds it; "" if unset.
 std::string job_setting_value(const JobSettings& s, const SettingSpec& spec);

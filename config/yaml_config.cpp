@@ -14,9 +14,7 @@
 namespace hydro::admin {
 namespace {
 
-std::string at(const std::string& path, const YAML::Mark& m) {
-  return path + ": line " + std::to_string(m.line + 1);
-}
+std::string at(const std::string& path, const YAML::Mark& m) { return path + ": line " + std::to_string(m.line + 1); }
 
 Status read_file(const std::string& path, std::string* out) {
   const std::string what = path + ": cannot read the hydro config";
@@ -27,7 +25,8 @@ Status read_file(const std::string& path, std::string* out) {
     int err = errno;
     ::close(fd);
     return S_ISDIR(st.st_mode) ? Status::from_errno(EISDIR, what)
-                               : err ? Status::from_errno(err, what) : Status::invalid_argument(what + ": not a file");
+           : err               ? Status::from_errno(err, what)
+                               : Status::invalid_argument(what + ": not a file");
   }
   char buf[65536];
   for (;;) {
@@ -55,8 +54,7 @@ Status load(const std::string& path, JobSettings* out) {
     return Status::invalid_argument(at(path, e.mark) + ": not valid YAML: " + e.msg);
   }
   if (root.IsNull()) return Status::OK();  // an empty file: no defaults
-  if (!root.IsMap())
-    return Status::invalid_argument(path + ": must be a mapping of hydro settings (key: value)");
+  if (!root.IsMap()) return Status::invalid_argument(path + ": must be a mapping of hydro settings (key: value)");
   JobSettings s;
   std::set<std::string> seen;
   for (const auto& kv : root) {

@@ -26,7 +26,8 @@ Status parse_job_owner(const std::string& text, const std::string& job, JobOwner
 Status job_owner(const std::string& scontrol, const std::string& job, JobOwner* out) {
   std::string text;
   int rc = run_capture({scontrol, "show", "job", job}, &text);
-  if (rc != 0) return Status::not_found("job " + job + ": scontrol show job failed (status " + std::to_string(rc) + ")");
+  if (rc != 0)
+    return Status::not_found("job " + job + ": scontrol show job failed (status " + std::to_string(rc) + ")");
   return parse_job_owner(text, job, out);
 }
 

@@ -22,5 +22,4 @@ Status parse_job_owner(const std::string& scontrol_output, const std::string& jo
 // Runs `scontrol show job JOB` and parses it.
 Status job_owner(const std::string& scontrol, const std::string& job, JobOwner* out);
 
-
 }  // namespace hydro::ctl

@@ -112,7 +112,8 @@ int signal_pid(const Tools& t, pid_t pid, hydro::Action action, const char* what
   }
   if (::getuid() != 0 && uid != static_cast<long>(::getuid())) {
     ::close(fd);
-    return fail("process " + p + " belongs to uid " + std::to_string(uid) + "; only its owner or root may " + what + " it");
+    return fail("process " + p + " belongs to uid " + std::to_string(uid) + "; only its owner or root may " + what +
+                " it");
   }
   int sig = 0;
   if (int refused = signal_map_of(t, action, readable ? &spec : nullptr, &sig)) {
@@ -160,8 +161,8 @@ int job_dir(const Tools& t, const std::string& job, std::string* dir) {
   if (!st.ok()) return fail(st.message());
   if (!s.checkpoint_dir)
     return fail(t.config + " has no checkpoint_dir; give the job's checkpoint directory instead of its id");
-  st = hydro::admin::expand_template(*s.checkpoint_dir, owner.user, owner.uid,
-                                     static_cast<unsigned>(std::stoul(job)), dir);
+  st = hydro::admin::expand_template(*s.checkpoint_dir, owner.user, owner.uid, static_cast<unsigned>(std::stoul(job)),
+                                     dir);
   if (!st.ok()) return fail(t.config + ": checkpoint_dir: " + st.message());
   return 0;
 }
@@ -196,21 +197,26 @@ void add_verb(CLI::App& app, Tools& tools, const Verb& verb, int& rc) {
   cmd->add_option("JOBID", *target, "Slurm job id: signals its batch shell, its children and its steps");
   cmd->add_option("--pid", *pid, "A process instead of a job");
   cmd->callback([=, &rc, &tools] {
-    if (*pid > 0 && !target->empty()) rc = fail("give a JOBID or --pid, not both");
-    else if (*pid > 0) rc = signal_pid(tools, *pid, verb.action, verb.name);
+    if (*pid > 0 && !target->empty())
+      rc = fail("give a JOBID or --pid, not both");
+    else if (*pid > 0)
+      rc = signal_pid(tools, *pid, verb.action, verb.name);
     else if (!target->empty()) {
       if (target->find_first_not_of("0123456789_") != std::string::npos)
         rc = fail("JOBID '" + *target + "' is not a job id");
-      else rc = signal_job(tools, *target, verb.action, verb.name);
-    } else rc = fail(std::string(verb.name) + ": give a JOBID or --pid PID");
+      else
+        rc = signal_job(tools, *target, verb.action, verb.name);
+    } else
+      rc = fail(std::string(verb.name) + ": give a JOBID or --pid PID");
   });
 }
 
 // status DIR|JOBID: the table of a checkpoint directory's checkpoints, each verified.
 void add_status(CLI::App& app, Tools& tools, int& rc) {
-  auto* status = app.add_subcommand(
-      "status", "List a job's checkpoints: step, time, size, verified or corrupt, latest. DIR is a checkpoint "
-                "directory; JOBID finds it from the admin's checkpoint_dir template in --config");
+  auto* status =
+      app.add_subcommand("status",
+                         "List a job's checkpoints: step, time, size, verified or corrupt, latest. DIR is a checkpoint "
+                         "directory; JOBID finds it from the admin's checkpoint_dir template in --config");
   auto* target = new std::string;
   status->add_option("DIR|JOBID", *target, "A checkpoint directory (HYDRO_CKPT_DIR) or a job id")->required();
   status->callback([&rc, &tools, target] {
@@ -229,9 +235,10 @@ void add_status(CLI::App& app, Tools& tools, int& rc) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"hydroctl: pause, resume or checkpoint a hydro training job, or list its checkpoints. "
-               "Only the job's owner or root may act on it.",
-               "hydroctl"};
+  CLI::App app{
+      "hydroctl: pause, resume or checkpoint a hydro training job, or list its checkpoints. "
+      "Only the job's owner or root may act on it.",
+      "hydroctl"};
   app.require_subcommand(1);
   Tools tools;
   add_tool_options(app, tools);

@@ -10,7 +10,7 @@
 
 #include "hydro/distributed.h"  // ranks
 #include "hydro/log.h"
-#include "hydro/runtime.h"      // hydro
+#include "hydro/runtime.h"  // hydro
 #include "weights_digest.h"
 
 namespace {
@@ -25,9 +25,10 @@ at::Generator batch_generator(int64_t seed, int64_t step, int rank) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"hydro-example-loop: an MLP trained with SGD on seeded synthetic data, under hydro.\n"
-               "Prints 'step N loss X' and finally 'weights_digest=<hex>'. Checkpoints go to $HYDRO_CKPT_DIR.",
-               "hydro-example-loop"};
+  CLI::App app{
+      "hydro-example-loop: an MLP trained with SGD on seeded synthetic data, under hydro.\n"
+      "Prints 'step N loss X' and finally 'weights_digest=<hex>'. Checkpoints go to $HYDRO_CKPT_DIR.",
+      "hydro-example-loop"};
   int64_t step_ms = 0;
   int64_t steps = 2000, batch = 64, hidden = 512, log_every = 10, seed = 1234;
   double lr = 0.01;
@@ -36,13 +37,19 @@ int main(int argc, char** argv) {
   app.add_option("--hidden", hidden, "Hidden layer width")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--lr", lr, "Learning rate")->capture_default_str();
   app.add_option("--seed", seed, "Seed for the weights and the data")->capture_default_str();
-  app.add_option("--step-ms", step_ms, "Sleep this long after each step (demos and tests: makes a short run last); "
-                 "the weights do not change")->capture_default_str()->check(CLI::NonNegativeNumber);
-  app.add_option("--log-every", log_every, "Print the loss every N steps")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--step-ms", step_ms,
+                 "Sleep this long after each step (demos and tests: makes a short run last); "
+                 "the weights do not change")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--log-every", log_every, "Print the loss every N steps")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   int64_t pg_timeout = 1800;
   app.add_option("--pg-timeout", pg_timeout,
                  "With several ranks: seconds a collective may wait for a peer; a pause or suspend must be shorter")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
 
   torch::manual_seed(seed);
@@ -56,12 +63,12 @@ int main(int argc, char** argv) {
     std::shared_ptr<hydro::Group> group;
     if (hydro::DistEnv env; hydro::DistEnv::from_env(&env).ok() && env.world_size > 1) {
       group = hydro::join_gloo_group(std::chrono::seconds(pg_timeout));  // ranks
-      hydro::broadcast_parameters(*group, *model);                      // ranks
+      hydro::broadcast_parameters(*group, *model);                       // ranks
     }
-    hydro::Runtime hydro;                         // hydro
-    hydro.track("model", *model);                 // hydro
-    hydro.track("optimizer", optimizer);          // hydro
-    const int64_t first = hydro.resume();           // hydro: resume
+    hydro::Runtime hydro;                  // hydro
+    hydro.track("model", *model);          // hydro
+    hydro.track("optimizer", optimizer);   // hydro
+    const int64_t first = hydro.resume();  // hydro: resume
     for (int64_t step = first; step < steps;) {
       torch::Tensor x = group ? torch::randn({batch, 64}, batch_generator(seed, step, group->rank()))
                               : torch::randn({batch, 64});  // one rank: the data draws from the checkpointed RNG
@@ -73,7 +80,8 @@ int main(int argc, char** argv) {
       optimizer.step();
       ++step;
       if (step == first + 1) hydro::log_line("hydro-example-loop", "first step done: step " + std::to_string(step));
-      if (step % log_every == 0) std::printf("step %" PRId64 " loss %.6f\n", step, loss.item<double>()), std::fflush(stdout);
+      if (step % log_every == 0)
+        std::printf("step %" PRId64 " loss %.6f\n", step, loss.item<double>()), std::fflush(stdout);
       if (step_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(step_ms));
       if (!hydro.step_end(step)) return hydro::kExitRequeue;  // hydro: checkpointed, run me again
     }

@@ -58,16 +58,16 @@ int train(const Options& o) {
   torch::nn::Sequential model(torch::nn::Linear(64, 128), torch::nn::ReLU(), torch::nn::Dropout(0.2),
                               torch::nn::Linear(128, 10));
   if (group) hydro::broadcast_parameters(*group, *model);  // ranks
-  torch::manual_seed(o.seed + 1 + rank);  // each rank its own dropout stream
+  torch::manual_seed(o.seed + 1 + rank);                   // each rank its own dropout stream
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
   auto dataset = hydro::ShardedFileDataset(o.data).map(torch::data::transforms::Stack<>());
   hydro::InterruptibleDistributedSampler sampler(*dataset.size(), world, rank, o.seed);
 
-  hydro::Runtime hydro;                      // hydro
-  hydro.track("model", *model);              // hydro
-  hydro.track("optimizer", optimizer);       // hydro
-  hydro.track("sampler", sampler);           // hydro
-  hydro::Job job;                            // hydro
+  hydro::Runtime hydro;                 // hydro
+  hydro.track("model", *model);         // hydro
+  hydro.track("optimizer", optimizer);  // hydro
+  hydro.track("sampler", sampler);      // hydro
+  hydro::Job job;                       // hydro
   job.steps_per_epoch = static_cast<int64_t>((sampler.size() + world - 1) / world + o.batch - 1) / o.batch;
   job.epoch = [&](int64_t epoch, hydro::JobContext& ctx) {
     sampler.set_epoch(epoch);  // a new shuffle each epoch; a resumed epoch keeps its position
@@ -79,7 +79,8 @@ int train(const Options& o) {
       if (group) hydro::average_gradients(*group, *model);  // ranks
       optimizer.step();
       ctx.metrics().add("loss", loss.item<double>());
-      if ((ctx.step() + 1) % o.log_every == 0) std::printf("step %" PRId64 " loss %.6f\n", ctx.step() + 1, loss.item<double>());
+      if ((ctx.step() + 1) % o.log_every == 0)
+        std::printf("step %" PRId64 " loss %.6f\n", ctx.step() + 1, loss.item<double>());
       std::fflush(stdout);
       if (o.step_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(o.step_ms));
       if (!ctx.step_end(ctx.epoch_step() + 1)) return;  // hydro: checkpointed; run me again
@@ -87,8 +88,9 @@ int train(const Options& o) {
   };
   job.epoch_limiter(o.epochs);
   hydro::JobRunner runner(hydro);  // hydro
-  if (group) runner.reduce_metrics_with([&](const hydro::MetricsTracker& m) { return hydro::all_reduce_metrics(*group, m); });
-  int rc = runner.run(job);        // hydro: 0, or kExitRequeue after a checkpoint on SIGTERM
+  if (group)
+    runner.reduce_metrics_with([&](const hydro::MetricsTracker& m) { return hydro::all_reduce_metrics(*group, m); });
+  int rc = runner.run(job);  // hydro: 0, or kExitRequeue after a checkpoint on SIGTERM
   if (rc != 0) return rc;
   for (const auto& e : runner.history())
     std::printf("epoch %" PRId64 " loss_mean %.17g steps %" PRId64 "\n", e.epoch, e.metrics.at("loss").mean(),
@@ -100,19 +102,24 @@ int train(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"hydro-example-train: epochs over a folder of sample files under hydro's JobRunner.\n"
-               "Prints 'step N loss X', 'epoch E loss_mean M' and finally 'weights_digest=<hex>'.",
-               "hydro-example-train"};
+  CLI::App app{
+      "hydro-example-train: epochs over a folder of sample files under hydro's JobRunner.\n"
+      "Prints 'step N loss X', 'epoch E loss_mean M' and finally 'weights_digest=<hex>'.",
+      "hydro-example-train"};
   Options o;
   app.add_option("--data", o.data, "Folder of sample files (torch::save of {x, y})")->required();
   app.add_option("--make-data", o.make, "Write this many seeded sample files into --data, then exit");
   app.add_option("--epochs", o.epochs, "Epochs")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--batch", o.batch, "Batch size per rank")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--seed", o.seed, "Seed for the weights, the data and the shuffle")->capture_default_str();
-  app.add_option("--log-every", o.log_every, "Print the loss every N steps")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--log-every", o.log_every, "Print the loss every N steps")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--step-ms", o.step_ms, "Sleep this long after each step (tests: makes a run last)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
-  app.add_option("--pg-timeout", o.pg_timeout, "With several ranks: seconds a collective may wait")->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--pg-timeout", o.pg_timeout, "With several ranks: seconds a collective may wait")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (o.make > 0) return make_data(o.data, o.make, o.seed);
   try {

@@ -29,8 +29,9 @@ ExitDecision decide_watchdog_exit(const std::string& hang, bool terminating, boo
   if (terminating)
     return {kExitWatchdog, false, what + "Slurm is ending the job (SIGTERM) and requeues it if asked to"};
   if (!in_slurm_job)
-    return {kExitRequeue, false, what + "not in a Slurm job, so nothing to requeue (exit status " +
-                                     std::to_string(kExitRequeue) + " asks to be run again)"};
+    return {kExitRequeue, false,
+            what + "not in a Slurm job, so nothing to requeue (exit status " + std::to_string(kExitRequeue) +
+                " asks to be run again)"};
   if (restart_count >= max_restarts)
     return {kExitWatchdog, false,
             what + "not requeueing: the job has been restarted " + std::to_string(restart_count) +
@@ -56,8 +57,8 @@ ExitDecision decide_after_run(const Options& o, int wait_status, bool terminatin
   const char* restarts_env = std::getenv("SLURM_RESTART_COUNT");
   int restarts = parse_restart_count(restarts_env);
   if (restarts < 0) {
-    log_line("hydro-launch", std::string("warning: SLURM_RESTART_COUNT='") + restarts_env +
-                                 "' is not a number; counting 0 restarts");
+    log_line("hydro-launch",
+             std::string("warning: SLURM_RESTART_COUNT='") + restarts_env + "' is not a number; counting 0 restarts");
     restarts = 0;
   }
   ExitDecision d;

@@ -15,24 +15,26 @@ namespace {
 using hydro::launcher::Options;
 
 std::string description() {
-  return
-      "hydro-launch: run a training program under Slurm so that suspend, requeue and preemption cost "
-      "it nothing.\n\n"
-      "Resumes the program from the newest valid checkpoint in the checkpoint directory (it sets "
-      "HYDRO_RESUME_FROM and HYDRO_CKPT_DIR for it), forwards SIGTSTP, SIGCONT, SIGTERM, SIGINT, SIGHUP, SIGQUIT and "
-      "every signal of the job's signal map ($HYDRO_SIGNALS, which the SPANK plugin sets from --hydro-signals or the "
-      "admin's signals; by default also SIGUSR1, SIGUSR2 and SIGWINCH) to it, and when the program exits with status " +
-          std::to_string(hydro::kExitRequeue) +
-          " (checkpointed, run me again) without Slurm ending the job, runs `scontrol requeue $SLURM_JOB_ID`.\n\n"
-          "With --watchdog-file, serves torch elastic's FileTimerServer protocol on that FIFO: workers arm "
-          "timers (torch.distributed.elastic.timer.FileTimerClient, or hydro::WatchdogClient/ScopedTimer) "
-          "and when one expires hydro-launch sends the timer's signal (SIGKILL by default) to the worker's "
-          "whole process group, then treats the program's end as a hang: it requeues the job (up to "
-          "--max-restarts times) and exits with status " +
-          std::to_string(hydro::kExitRequeue) + ", or " + std::to_string(hydro::kExitWatchdog) +
-          " once the restarts are used up.\n\n"
-          "In a batch script, `exec hydro-launch ...` (or `srun hydro-launch ...`) so that Slurm's signals "
-          "reach it under proctrack/cgroup.";
+  return "hydro-launch: run a training program under Slurm so that suspend, requeue and preemption cost "
+         "it nothing.\n\n"
+         "Resumes the program from the newest valid checkpoint in the checkpoint directory (it sets "
+         "HYDRO_RESUME_FROM and HYDRO_CKPT_DIR for it), forwards SIGTSTP, SIGCONT, SIGTERM, SIGINT, SIGHUP, SIGQUIT "
+         "and "
+         "every signal of the job's signal map ($HYDRO_SIGNALS, which the SPANK plugin sets from --hydro-signals or "
+         "the "
+         "admin's signals; by default also SIGUSR1, SIGUSR2 and SIGWINCH) to it, and when the program exits with "
+         "status " +
+         std::to_string(hydro::kExitRequeue) +
+         " (checkpointed, run me again) without Slurm ending the job, runs `scontrol requeue $SLURM_JOB_ID`.\n\n"
+         "With --watchdog-file, serves torch elastic's FileTimerServer protocol on that FIFO: workers arm "
+         "timers (torch.distributed.elastic.timer.FileTimerClient, or hydro::WatchdogClient/ScopedTimer) "
+         "and when one expires hydro-launch sends the timer's signal (SIGKILL by default) to the worker's "
+         "whole process group, then treats the program's end as a hang: it requeues the job (up to "
+         "--max-restarts times) and exits with status " +
+         std::to_string(hydro::kExitRequeue) + ", or " + std::to_string(hydro::kExitWatchdog) +
+         " once the restarts are used up.\n\n"
+         "In a batch script, `exec hydro-launch ...` (or `srun hydro-launch ...`) so that Slurm's signals "
+         "reach it under proctrack/cgroup.";
 }
 
 void fail(const std::string& message) { std::fprintf(stderr, "hydro-launch: %s\n", message.c_str()); }
@@ -57,7 +59,8 @@ bool env_number(const char* env, int* out) {
 // The defaults the job's environment gives (the plugin sets them): false on a bad value.
 bool read_env_defaults(Options* o) {
   if (const char* d = std::getenv("HYDRO_CKPT_DIR")) o->checkpoint_dir = d;
-  if (!env_number("HYDRO_MAX_RESTARTS", &o->max_restarts) || !env_number("HYDRO_TIME_LIMIT_MARGIN", &o->time_limit_margin))
+  if (!env_number("HYDRO_MAX_RESTARTS", &o->max_restarts) ||
+      !env_number("HYDRO_TIME_LIMIT_MARGIN", &o->time_limit_margin))
     return false;
   if (const char* map = std::getenv("HYDRO_SIGNALS")) {
     hydro::Status st = hydro::SignalMap::parse(map, "HYDRO_SIGNALS", &o->signals);
@@ -76,12 +79,13 @@ void add_options(CLI::App& app, Options& o, std::string& requeue_signal) {
                  "On this signal (e.g. URG, sent by `sbatch --signal=B:URG@120` before the time limit), ask "
                  "the program to checkpoint and exit (with the map's checkpoint_exit signal, SIGTERM by default), "
                  "then requeue the job. It is not forwarded");
-  app.add_option("--watchdog-file", o.watchdog_file,
-                 "Watchdog timer FIFO, absolute path (default: no watchdog); %t is the task's rank (SLURM_PROCID), %j the "
-                 "job id, %% a percent sign. One per task: a FIFO another hydro-launch serves is refused. Created with "
-                 "mode 0600 if absent and removed at exit; an existing FIFO of yours with no group or other permission "
-                 "is used and kept; a symlink or any other file is refused. "
-                 "Exported to the program as HYDRO_WATCHDOG_FILE and TORCHELASTIC_TIMER_FILE");
+  app.add_option(
+      "--watchdog-file", o.watchdog_file,
+      "Watchdog timer FIFO, absolute path (default: no watchdog); %t is the task's rank (SLURM_PROCID), %j the "
+      "job id, %% a percent sign. One per task: a FIFO another hydro-launch serves is refused. Created with "
+      "mode 0600 if absent and removed at exit; an existing FIFO of yours with no group or other permission "
+      "is used and kept; a symlink or any other file is refused. "
+      "Exported to the program as HYDRO_WATCHDOG_FILE and TORCHELASTIC_TIMER_FILE");
   app.add_option("--watchdog-kill-after", o.watchdog_kill_after,
                  "Seconds after a timer's SIGTERM, SIGINT, SIGHUP or SIGQUIT (a timer may ask for one instead of "
                  "SIGKILL) at which a worker still running gets SIGKILL, with its process group; 0 = never")
@@ -122,7 +126,8 @@ bool check_options(Options* o, const std::string& requeue_signal) {
   }
   if (!o->watchdog_file.empty()) {
     std::string path;
-    hydro::Status st = hydro::launcher::Watchdog::expand_path(o->watchdog_file, [](const char* v) { return std::getenv(v); }, &path);
+    hydro::Status st = hydro::launcher::Watchdog::expand_path(
+        o->watchdog_file, [](const char* v) { return std::getenv(v); }, &path);
     if (!st.ok()) {
       fail(st.message());
       return false;

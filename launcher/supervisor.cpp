@@ -49,7 +49,8 @@ bool prepare_resume(const Options& o) {
     return true;
   }
   // --checkpoint-dir replaces the plugin's default: it is no longer hydro's default then.
-  if (const char* env = std::getenv("HYDRO_CKPT_DIR"); !env || o.checkpoint_dir != env) ::unsetenv("HYDRO_CKPT_DIR_DEFAULT");
+  if (const char* env = std::getenv("HYDRO_CKPT_DIR"); !env || o.checkpoint_dir != env)
+    ::unsetenv("HYDRO_CKPT_DIR_DEFAULT");
   ::setenv("HYDRO_CKPT_DIR", o.checkpoint_dir.c_str(), 1);
   if (std::string note = default_checkpoint_dir_note(); !note.empty()) say(note);
   CheckpointDir dir(o.checkpoint_dir);
@@ -144,13 +145,13 @@ class Supervisor {
   void kill_program(const std::string& why);
 
   const Options& o_;
-  int exit_signal_;          // the map's checkpoint-and-exit signal
+  int exit_signal_;  // the map's checkpoint-and-exit signal
   sigset_t old_mask_{};
-  int sfd_ = -1;             // signalfd of every signal hydro-launch handles
-  int ready_fd_ = -1;        // readiness pipe's read end: open until the end (a late writer gets no SIGPIPE)
+  int sfd_ = -1;       // signalfd of every signal hydro-launch handles
+  int ready_fd_ = -1;  // readiness pipe's read end: open until the end (a late writer gets no SIGPIPE)
   pid_t child_ = -1;
-  bool awaiting_ready_ = true;  // false once the program is ready, or can no longer say so
-  bool exit_held_ = false;      // a checkpoint-and-exit waits for the program to be ready
+  bool awaiting_ready_ = true;         // false once the program is ready, or can no longer say so
+  bool exit_held_ = false;             // a checkpoint-and-exit waits for the program to be ready
   Steady::time_point ready_deadline_;  // a program without hydro's runtime is not waited for longer
   std::unique_ptr<Watchdog> watchdog_;
   std::unique_ptr<TimeLimitWatch> time_limit_;
@@ -211,7 +212,8 @@ int Supervisor::start() {
   if (o_.time_limit_margin > 0) {
     const char* job = std::getenv("SLURM_JOB_ID");
     if (job && *job)
-      time_limit_ = std::make_unique<TimeLimitWatch>(o_.time_limit_margin, TimeLimitWatch::from_scontrol(o_.scontrol, job), say);
+      time_limit_ =
+          std::make_unique<TimeLimitWatch>(o_.time_limit_margin, TimeLimitWatch::from_scontrol(o_.scontrol, job), say);
     else
       say("--time-limit-margin: not in a Slurm job (no SLURM_JOB_ID); no time limit to watch");
   }
@@ -302,7 +304,8 @@ bool Supervisor::on_signal() {
 // Asks the program to checkpoint and exit, or holds that until its runtime is up.
 void Supervisor::ask_exit(const std::string& why) {
   if (awaiting_ready_) {
-    if (!exit_held_) say(why + ": the program's hydro runtime is not up yet; asking it to checkpoint and exit once it is");
+    if (!exit_held_)
+      say(why + ": the program's hydro runtime is not up yet; asking it to checkpoint and exit once it is");
     exit_held_ = true;
     return;
   }

@@ -13,10 +13,11 @@ struct Options {
   std::string checkpoint_dir;  // --checkpoint-dir, else $HYDRO_CKPT_DIR; empty = none
   int requeue_signal = 0;      // --requeue-signal: checkpoint, exit, requeue the job (0 = none)
   std::string scontrol = "scontrol";
-  std::string watchdog_file;   // --watchdog-file: the timer FIFO (absolute); empty = no watchdog
-  double watchdog_kill_after = 30;  // --watchdog-kill-after: seconds from a catchable expiry signal to SIGKILL; 0 = never
-  int time_limit_margin = 0;   // --time-limit-margin, $HYDRO_TIME_LIMIT_MARGIN: seconds; 0 = no watch
-  int max_restarts = 3;        // --max-restarts, $HYDRO_MAX_RESTARTS: hydro-launch's own requeues (SLURM_RESTART_COUNT)
+  std::string watchdog_file;  // --watchdog-file: the timer FIFO (absolute); empty = no watchdog
+  double watchdog_kill_after =
+      30;                     // --watchdog-kill-after: seconds from a catchable expiry signal to SIGKILL; 0 = never
+  int time_limit_margin = 0;  // --time-limit-margin, $HYDRO_TIME_LIMIT_MARGIN: seconds; 0 = no watch
+  int max_restarts = 3;       // --max-restarts, $HYDRO_MAX_RESTARTS: hydro-launch's own requeues (SLURM_RESTART_COUNT)
   SignalMap signals = SignalMap::defaults();  // $HYDRO_SIGNALS: forwarded, and whose checkpoint_exit asks
   std::vector<std::string> command;
 };

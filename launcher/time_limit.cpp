@@ -53,15 +53,17 @@ bool TimeLimitWatch::check(std::time_t now) {
   bool first = first_;
   first_ = false;
   if (!end) {
-    if (first) say_("time limit: cannot read the job's EndTime from scontrol; trying again every " +
-                    std::to_string(kRetrySeconds) + " s");
+    if (first)
+      say_("time limit: cannot read the job's EndTime from scontrol; trying again every " +
+           std::to_string(kRetrySeconds) + " s");
     next_check_ = now + kRetrySeconds;
     return false;
   }
   std::time_t deadline = *end - margin_;
   if (now < deadline) {
-    if (first) say_("time limit: the job ends at " + std::to_string(*end - now) + " s from now; checkpointing " +
-                    std::to_string(margin_) + " s before");
+    if (first)
+      say_("time limit: the job ends at " + std::to_string(*end - now) + " s from now; checkpointing " +
+           std::to_string(margin_) + " s before");
     next_check_ = std::min<std::time_t>(deadline, now + kRereadSeconds);
     return false;
   }
@@ -69,9 +71,8 @@ bool TimeLimitWatch::check(std::time_t now) {
   if (first) {
     // Requeueing at once would only requeue again and again; the time limit's SIGTERM still
     // has the program checkpoint.
-    say_("warning: time limit: the job ends in " + std::to_string(*end - now) +
-         " s, within --time-limit-margin " + std::to_string(margin_) +
-         " s already at the start; not requeueing early this run");
+    say_("warning: time limit: the job ends in " + std::to_string(*end - now) + " s, within --time-limit-margin " +
+         std::to_string(margin_) + " s already at the start; not requeueing early this run");
     return false;
   }
   return true;

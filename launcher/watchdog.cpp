@@ -73,13 +73,14 @@ Status Watchdog::expand_path(const std::string& pattern, const std::function<con
     if (c == '%') {
       *out += '%';
     } else if (!var) {
-      return Status::invalid_argument("--watchdog-file: '" + pattern + "' has an unknown escape '%" + std::string(1, c) +
+      return Status::invalid_argument("--watchdog-file: '" + pattern + "' has an unknown escape '%" +
+                                      std::string(1, c) +
                                       "' (known: %t the task's rank, %j the job id, %% a percent sign)");
     } else {
       const char* v = getenv(var);
       if (!v || !*v)
-        return Status::invalid_argument("--watchdog-file: '" + pattern + "' uses %" + std::string(1, c) + ", but " + var +
-                                        " is not set (outside srun)");
+        return Status::invalid_argument("--watchdog-file: '" + pattern + "' uses %" + std::string(1, c) + ", but " +
+                                        var + " is not set (outside srun)");
       *out += v;
     }
   }
@@ -98,7 +99,7 @@ Status Watchdog::open(const std::string& path, std::unique_ptr<Watchdog>* out) {
   } else if (errno == ENOENT) {
     if (::mkfifo(path.c_str(), 0600) != 0)
       return Status::from_errno(errno, "--watchdog-file: cannot create the FIFO " + path);
-    w->created_ = true;  // from here on the destructor removes it
+    w->created_ = true;           // from here on the destructor removes it
     ::chmod(path.c_str(), 0600);  // whatever the umask
   } else {
     return Status::from_errno(errno, "--watchdog-file: " + path);
@@ -239,8 +240,7 @@ std::vector<std::string> Watchdog::check(Clock::time_point now) {
     const auto& t = e.timer;
     const std::string pid = std::to_string(t.pid);
     const std::string who = "pid " + pid + " " + scopes_text(e.scopes);
-    const std::string ago =
-        seconds_text(std::chrono::duration<double>(now - t.deadline).count()) + " ago";
+    const std::string ago = seconds_text(std::chrono::duration<double>(now - t.deadline).count()) + " ago";
     if (t.signal <= 0) {
       say("watchdog expired: " + who + " (" + ago + "); the timer asks for no signal (" + std::to_string(t.signal) +
           "): not killing it");
@@ -266,8 +266,8 @@ std::vector<std::string> Watchdog::check(Clock::time_point now) {
       if (asks_to_end(t.signal) && kill_after_.count() > 0)
         escalations_.push_back({t.pid, t.start_time, 0, now + kill_after_, who, t.signal});
     } else {
-      say("watchdog expired: " + who + " (" + ago + "); sending " + signal_name(t.signal) +
-          " to its process group " + std::to_string(proc->pgid));
+      say("watchdog expired: " + who + " (" + ago + "); sending " + signal_name(t.signal) + " to its process group " +
+          std::to_string(proc->pgid));
       if (::kill(-proc->pgid, t.signal) != 0 && errno != ESRCH)
         say(std::string("error: watchdog: kill: ") + std::strerror(errno));
       if (asks_to_end(t.signal) && kill_after_.count() > 0)

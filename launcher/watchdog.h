@@ -64,7 +64,7 @@ class Watchdog {
   int read_fd_ = -1;
   int hold_fd_ = -1;  // our own writer: the FIFO never reads EOF when the workers close it
   pid_t child_ = 0;
-  std::string pending_;  // a partial line
+  std::string pending_;    // a partial line
   bool skipping_ = false;  // dropping an over-long line up to its newline
   TimerTable table_;
   // A catchable signal sent: SIGKILL at `at` if the same process still runs.

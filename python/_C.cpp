@@ -146,8 +146,10 @@ std::function<StreamWriter()> capturer(py::function capture) {
     for (auto r : got[1]) {
       auto t = r.cast<py::tuple>();
       ZipRecord z{t[0].cast<std::string>(), "", nullptr, 0};
-      if (t.size() == 2) z.bytes = t[1].cast<std::string>();
-      else z.data = reinterpret_cast<const void*>(t[1].cast<uintptr_t>()), z.size = t[2].cast<size_t>();
+      if (t.size() == 2)
+        z.bytes = t[1].cast<std::string>();
+      else
+        z.data = reinterpret_cast<const void*>(t[1].cast<uintptr_t>()), z.size = t[2].cast<size_t>();
       records.push_back(std::move(z));
     }
     return zip_writer(std::move(records), hold(got[2]));
@@ -183,12 +185,13 @@ void bind_runtime(py::module_& m) {
         py::gil_scoped_release nogil;  // may connect to the ranks' store
         return std::unique_ptr<Runtime, ReleaseGilDelete>(new Runtime());
       }))
-      .def("track_stream",
-           [](Runtime& rt, const std::string& name, py::function write, py::function read, py::object capture) {
-             rt.track_stream(name, stream_writer(std::move(write)), path_reader(std::move(read)),
-                             capture.is_none() ? nullptr : capturer(capture.cast<py::function>()));
-           },
-           py::arg("name"), py::arg("write"), py::arg("read"), py::arg("capture") = py::none())
+      .def(
+          "track_stream",
+          [](Runtime& rt, const std::string& name, py::function write, py::function read, py::object capture) {
+            rt.track_stream(name, stream_writer(std::move(write)), path_reader(std::move(read)),
+                            capture.is_none() ? nullptr : capturer(capture.cast<py::function>()));
+          },
+          py::arg("name"), py::arg("write"), py::arg("read"), py::arg("capture") = py::none())
       .def("resume", &Runtime::resume, py::call_guard<py::gil_scoped_release>())
       .def("step_end", &Runtime::step_end, py::arg("step"), py::call_guard<py::gil_scoped_release>())
       .def("save", &Runtime::save, py::arg("step"), py::arg("keep_always") = false,
@@ -217,8 +220,8 @@ SamplerPosition position_of(const py::dict& d) {
       throw py::key_error(std::string("hydro: sampler state has no '") + key + "': was it saved by another sampler?");
     return d[key];
   };
-  return {get("epoch").cast<int64_t>(), get("consumed").cast<int64_t>(), get("seed").cast<uint64_t>(),
-          get("size").cast<int64_t>(), get("num_replicas").cast<int64_t>(), get("shuffle").cast<bool>(),
+  return {get("epoch").cast<int64_t>(), get("consumed").cast<int64_t>(),     get("seed").cast<uint64_t>(),
+          get("size").cast<int64_t>(),  get("num_replicas").cast<int64_t>(), get("shuffle").cast<bool>(),
           get("drop_last").cast<bool>()};
 }
 
@@ -228,11 +231,14 @@ void bind_sampler(py::module_& m) {
       .def(py::init<size_t, int64_t, int64_t, uint64_t, bool, bool>(), py::arg("size"), py::arg("num_replicas"),
            py::arg("rank"), py::arg("seed"), py::arg("shuffle"), py::arg("drop_last"))
       .def("reset", [](S& s) { s.reset(); })
-      .def("next", [](S& s, size_t n) -> py::object {
+      .def(
+          "next",
+          [](S& s, size_t n) -> py::object {
             auto batch = s.next(n);
             if (!batch) return py::none();
             return py::cast(*batch);
-          }, py::arg("n"))
+          },
+          py::arg("n"))
       .def("advance", &S::advance, py::arg("n"))
       .def("set_epoch", &S::set_epoch, py::arg("epoch"))
       .def("next_epoch", &S::next_epoch)
@@ -242,7 +248,8 @@ void bind_sampler(py::module_& m) {
       .def_property_readonly("remaining", &S::remaining)
       .def("epoch_indices", &S::epoch_indices)
       .def("position", [](const S& s) { return position_dict(s.position()); })
-      .def("restore", [](S& s, const py::dict& d) { s.restore(position_of(d)); }, py::arg("state"));
+      .def(
+          "restore", [](S& s, const py::dict& d) { s.restore(position_of(d)); }, py::arg("state"));
   m.def("sampler_num_samples", &sampler_num_samples, py::arg("n"), py::arg("world"), py::arg("drop_last"));
 }
 
@@ -277,30 +284,38 @@ void bind_watchdog(py::module_& m) {
       .def(py::init<std::string, int>(), py::arg("fifo"), py::arg("signal") = SIGKILL)
       .def_property_readonly("enabled", &WatchdogClient::enabled)
       .def_property_readonly("path", &WatchdogClient::path)
-      .def("arm", [](WatchdogClient& c, const std::string& scope, double s) { check(c.arm(scope, s)); },
-           py::arg("scope"), py::arg("seconds"))
-      .def("disarm", [](WatchdogClient& c, const std::string& scope) { check(c.disarm(scope)); }, py::arg("scope"));
-  m.def("sharded_files", [](const std::string& folder, int64_t world, int64_t rank, double pct) {
-    return ShardedFileDataset(folder, ShardSpec{world, rank, pct}).files();
-  }, py::arg("folder"), py::arg("world"), py::arg("rank"), py::arg("samples_pct_per_replica"));
+      .def(
+          "arm", [](WatchdogClient& c, const std::string& scope, double s) { check(c.arm(scope, s)); },
+          py::arg("scope"), py::arg("seconds"))
+      .def(
+          "disarm", [](WatchdogClient& c, const std::string& scope) { check(c.disarm(scope)); }, py::arg("scope"));
+  m.def(
+      "sharded_files",
+      [](const std::string& folder, int64_t world, int64_t rank, double pct) {
+        return ShardedFileDataset(folder, ShardSpec{world, rank, pct}).files();
+      },
+      py::arg("folder"), py::arg("world"), py::arg("rank"), py::arg("samples_pct_per_replica"));
 }
 
 void bind_functions(py::module_& m) {
   m.def("leave_sigterm_to_parent", &leave_sigterm_to_parent, py::arg("training_pid") = 0);
   m.attr("EXIT_REQUEUE") = kExitRequeue;
   m.attr("EXIT_WATCHDOG") = kExitWatchdog;
-  m.def("atomic_write", [](const std::string& path, py::function fill) {
-    StreamWriter write = stream_writer(std::move(fill));
-    Status st;
-    {
-      py::gil_scoped_release nogil;
-      st = write_file_atomic(path, [&](WritableFile& f) {
-        return write([&](const void* d, size_t n) { return f.append(d, n); });
-      });
-    }
-    if (Status s = warn_if_durability_uncertain(st); !s.ok()) raise_os_error(s);
-  }, py::arg("path"), py::arg("fill"));
-  m.def("log", [](const std::string& msg) { log(msg); }, py::arg("message"));
+  m.def(
+      "atomic_write",
+      [](const std::string& path, py::function fill) {
+        StreamWriter write = stream_writer(std::move(fill));
+        Status st;
+        {
+          py::gil_scoped_release nogil;
+          st = write_file_atomic(
+              path, [&](WritableFile& f) { return write([&](const void* d, size_t n) { return f.append(d, n); }); });
+        }
+        if (Status s = warn_if_durability_uncertain(st); !s.ok()) raise_os_error(s);
+      },
+      py::arg("path"), py::arg("fill"));
+  m.def(
+      "log", [](const std::string& msg) { log(msg); }, py::arg("message"));
   m.def("log_line", &log_line, py::arg("who"), py::arg("message"));
   m.def("dist_env", [] {
     DistEnv env;
@@ -324,7 +339,7 @@ void bind_functions(py::module_& m) {
     d["armed"] = operator_pause_armed();
     d["threads_waiting"] = g.threads_waiting();
     d["exit_requested"] = g.exit_requested();
-    d["last_block_ns"] = g.last_block_ns();      // steady clock: time.monotonic_ns()
+    d["last_block_ns"] = g.last_block_ns();  // steady clock: time.monotonic_ns()
     d["last_release_ns"] = g.last_release_ns();
     return d;
   });

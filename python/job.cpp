@@ -26,7 +26,8 @@ py::dict stats_dict(const MetricsSummary& summary) {
 py::list history_list(const std::vector<EpochMetrics>& history) {
   py::list out;
   for (const auto& e : history)
-    out.append(py::dict(py::arg("epoch") = e.epoch, py::arg("step") = e.step, py::arg("metrics") = stats_dict(e.metrics)));
+    out.append(
+        py::dict(py::arg("epoch") = e.epoch, py::arg("step") = e.step, py::arg("metrics") = stats_dict(e.metrics)));
   return out;
 }
 
@@ -78,27 +79,33 @@ void bind_job(py::module_& m) {
       .def_property_readonly("epoch", &JobContext::epoch)
       .def_property_readonly("step", &JobContext::step)
       .def_property_readonly("epoch_step", &JobContext::epoch_step)
-      .def_property_readonly("metrics", py::overload_cast<>(&JobContext::metrics), py::return_value_policy::reference_internal)
+      .def_property_readonly("metrics", py::overload_cast<>(&JobContext::metrics),
+                             py::return_value_policy::reference_internal)
       .def_property_readonly("history", [](const JobContext& c) { return history_list(c.history()); })
       .def_property_readonly("preempted", &JobContext::preempted)
       .def("step_end", &JobContext::step_end, py::arg("epoch_step"), py::call_guard<py::gil_scoped_release>());
   py::class_<Job>(m, "Job")
       .def(py::init<>())
-      .def_property("init", [](const Job& j) { return static_cast<bool>(j.init); },
-                    [](Job& j, py::function f) { j.init = callback<void, JobContext&>(f); })
-      .def_property("epoch", [](const Job& j) { return static_cast<bool>(j.epoch); },
-                    [](Job& j, py::function f) { j.epoch = callback<void, int64_t, JobContext&>(f); })
-      .def_property("exit", [](const Job& j) { return static_cast<bool>(j.exit); },
-                    [](Job& j, py::function f) { j.exit = callback<void, JobContext&>(f); })
+      .def_property(
+          "init", [](const Job& j) { return static_cast<bool>(j.init); },
+          [](Job& j, py::function f) { j.init = callback<void, JobContext&>(f); })
+      .def_property(
+          "epoch", [](const Job& j) { return static_cast<bool>(j.epoch); },
+          [](Job& j, py::function f) { j.epoch = callback<void, int64_t, JobContext&>(f); })
+      .def_property(
+          "exit", [](const Job& j) { return static_cast<bool>(j.exit); },
+          [](Job& j, py::function f) { j.exit = callback<void, JobContext&>(f); })
       .def_readwrite("steps_per_epoch", &Job::steps_per_epoch)
       .def("epoch_limiter", &Job::epoch_limiter, py::arg("epochs"), py::return_value_policy::reference_internal)
-      .def("stop_when", [](Job& j, py::function f) -> Job& { return j.stop_when(callback<bool, const JobContext&>(f)); },
-           py::arg("predicate"), py::return_value_policy::reference_internal);
+      .def(
+          "stop_when", [](Job& j, py::function f) -> Job& { return j.stop_when(callback<bool, const JobContext&>(f)); },
+          py::arg("predicate"), py::return_value_policy::reference_internal);
   py::class_<JobRunner>(m, "JobRunner")
       // The Runtime keeps its runner alive: it saves the runner's record (hydro_job.pt) by reference.
       .def(py::init<Runtime&>(), py::arg("runtime"), py::keep_alive<2, 1>())
-      .def("reduce_metrics_with", [](JobRunner& r, py::function gather) { r.reduce_metrics_with(reducer(gather)); },
-           py::arg("gather"))
+      .def(
+          "reduce_metrics_with", [](JobRunner& r, py::function gather) { r.reduce_metrics_with(reducer(gather)); },
+          py::arg("gather"))
       .def("run", &JobRunner::run, py::arg("job"), py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("history", [](const JobRunner& r) { return history_list(r.history()); });
 }

@@ -45,9 +45,8 @@ Status make_private_dirs(const std::string& prefix, const std::vector<std::strin
   struct stat st;
   if (::fstat(dir.fd, &st) != 0) return Status::from_errno(errno, prefix);
   if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX))
-    return Status::invalid_argument(what + ": " + prefix +
-                                    " is writable by everyone without the sticky bit; refusing (chmod +t " +
-                                    prefix + ")");
+    return Status::invalid_argument(
+        what + ": " + prefix + " is writable by everyone without the sticky bit; refusing (chmod +t " + prefix + ")");
   std::string path = prefix == "/" ? "" : prefix;
   for (const auto& name : names) {
     const std::string parent = path.empty() ? "/" : path;
@@ -78,8 +77,7 @@ Status make_private_dirs(const std::string& prefix, const std::vector<std::strin
 
 }  // namespace
 
-Status make_job_dir(const std::string& tmpl, const std::string& user, uid_t uid, unsigned job_id,
-                    std::string* out) {
+Status make_job_dir(const std::string& tmpl, const std::string& user, uid_t uid, unsigned job_id, std::string* out) {
   const std::string what = "checkpoint directory from the template '" + tmpl + "'";
   std::vector<std::string> parts = split(tmpl);
   size_t first = 0;

@@ -17,8 +17,7 @@ namespace hydro::spank {
 
 // Makes the directory for (user, uid, job_id) and returns its path in `out`. Ownership is checked
 // against the effective uid (the job's user in task_init).
-Status make_job_dir(const std::string& tmpl, const std::string& user, uid_t uid, unsigned job_id,
-                    std::string* out);
+Status make_job_dir(const std::string& tmpl, const std::string& user, uid_t uid, unsigned job_id, std::string* out);
 
 // hydro's default when neither the user (--hydro-checkpoint-dir, HYDRO_CKPT_DIR) nor the admin
 // (checkpoint_dir) set a directory and pause is on: <submit dir>/hydro-checkpoints/<job id>, made

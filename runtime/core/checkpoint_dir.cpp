@@ -77,7 +77,8 @@ Status CheckpointDir::begin(int64_t step, std::unique_ptr<CheckpointWriter>* out
 
 namespace {
 bool valid_staging_name(const std::string& name) {
-  return name.rfind(kStagingPrefix, 0) == 0 && name.find('/') == std::string::npos && name.find("..") == std::string::npos;
+  return name.rfind(kStagingPrefix, 0) == 0 && name.find('/') == std::string::npos &&
+         name.find("..") == std::string::npos;
 }
 }  // namespace
 
@@ -258,7 +259,8 @@ Status CheckpointDir::verify(const std::string& name, Manifest* out) const {
       XXH64_update(hash, data, n);
       size += n;
     });
-    if (!s.ok()) s = Status::corruption("checkpoint file " + path + ": " + s.message());
+    if (!s.ok())
+      s = Status::corruption("checkpoint file " + path + ": " + s.message());
     else if (size != f.size)
       s = Status::corruption("checkpoint file " + path + ": size " + std::to_string(size) + ", manifest says " +
                              std::to_string(f.size) + " (truncated?)");
@@ -339,7 +341,8 @@ Status CheckpointDir::prune(int keep_last) {
     if (read_manifest(c.name, &m).ok() && !m.keep) candidates.emplace_back(m.generation, std::move(c));
   }
   // In commit order, oldest first (a resume from an older checkpoint commits lower steps later).
-  std::stable_sort(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
   int excess = static_cast<int>(candidates.size()) - keep_last;
   for (int i = 0; i < excess; ++i) {
     const CheckpointInfo& c = candidates[i].second;

@@ -98,7 +98,12 @@ Status body_int(const nlohmann::json& body, const std::string& from, int64_t* ou
 class GroupSave {
  public:
   GroupSave(Link link, CheckpointDir& dir, int64_t step, int rank, int world, const std::string& host)
-      : link_(std::move(link)), dir_(dir), step_(step), rank_(rank), world_(world), host_(host),
+      : link_(std::move(link)),
+        dir_(dir),
+        step_(step),
+        rank_(rank),
+        world_(world),
+        host_(host),
         what_("checkpoint of step " + std::to_string(step) + " not committed: ") {}
 
   Status run(bool keep, int64_t epoch, const std::function<Status(CheckpointWriter&)>& fill, CheckpointInfo* out) {
@@ -125,8 +130,10 @@ class GroupSave {
     const std::string name = body.get<std::string>();
     HYDRO_RETURN_IF_ERROR(dir_.open(/*clean=*/false));
     Status s = dir_.join(name, step_, &writer_);
-    if (s.ok()) s = find_node_committer();
-    else if (s.code() == Code::not_found) s = stage_on_this_node(name);
+    if (s.ok())
+      s = find_node_committer();
+    else if (s.code() == Code::not_found)
+      s = stage_on_this_node(name);
     if (!s.ok()) link_.publish("durable/" + std::to_string(rank_), s);
     return s;
   }
@@ -202,7 +209,8 @@ class GroupSave {
   // Rank r's shard, once durable; its files go into the manifest when this rank commits them.
   Status take_shard(int r) {
     nlohmann::json body;
-    HYDRO_RETURN_IF_ERROR(link_.receive("durable/" + std::to_string(r), what_, rank_name(r), &body, "did not report its shard durable"));
+    HYDRO_RETURN_IF_ERROR(
+        link_.receive("durable/" + std::to_string(r), what_, rank_name(r), &body, "did not report its shard durable"));
     int c = 0;
     std::vector<ManifestFile> files;
     if (!parse_files(body, &c, &files)) return Status::io(what_ + rank_name(r) + " sent a bad file list");

@@ -26,7 +26,8 @@ const std::string& host_tag() {
     std::string t;
     for (const char* p = buf; *p; ++p) {
       const char c = *p;
-      const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
+      const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+                      c == '_' || c == '.';
       t += ok ? c : '_';
     }
     return t.empty() ? std::string("unknown") : t;
@@ -58,17 +59,22 @@ Status check_root_trusted(const std::string& root) {
   if (rc != 0) return Status::from_errno(errno, what);
   if (st.st_uid != ::geteuid())
     return Status::invalid_argument(what + " is owned by uid " + std::to_string(st.st_uid) + ", not by uid " +
-                                    std::to_string(::geteuid()) + " who runs the job: its owner could plant a "
+                                    std::to_string(::geteuid()) +
+                                    " who runs the job: its owner could plant a "
                                     "checkpoint that the job loads; refusing it (give a directory of your own)");
   if (st.st_mode & (S_IWGRP | S_IWOTH))
     return Status::invalid_argument(what + " has mode " + mode_text(st.st_mode) +
                                     ": other users could plant a checkpoint that the job loads; refusing it "
-                                    "(chmod go-w " + root + ")");
+                                    "(chmod go-w " +
+                                    root + ")");
   for (std::string dir = parent_of(root);; dir = parent_of(dir)) {
     if (::stat(dir.c_str(), &st) != 0) return Status::from_errno(errno, what + ": " + dir);
     if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX))
-      return Status::invalid_argument(what + ": " + dir + " above it is writable by everyone without the sticky "
-                                      "bit (mode " + mode_text(st.st_mode) + "), so anyone could replace the "
+      return Status::invalid_argument(what + ": " + dir +
+                                      " above it is writable by everyone without the sticky "
+                                      "bit (mode " +
+                                      mode_text(st.st_mode) +
+                                      "), so anyone could replace the "
                                       "directory; refusing it");
     if (dir == "/") break;
   }

@@ -44,8 +44,7 @@ std::string Manifest::to_json() const {
   if (threads > 0) j["threads"] = threads;
   if (blas_threads > 0) j["blas_threads"] = blas_threads;
   j["files"] = nlohmann::json::array();
-  for (const auto& f : files)
-    j["files"].push_back({{"name", f.name}, {"size", f.size}, {"xxh64", hex64(f.xxh64)}});
+  for (const auto& f : files) j["files"].push_back({{"name", f.name}, {"size", f.size}, {"xxh64", hex64(f.xxh64)}});
   return j.dump(2) + "\n";
 }
 
@@ -53,8 +52,7 @@ Status Manifest::parse(const std::string& text, const std::string& where, Manife
   nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return Status::corruption(where + ": not valid JSON");
   try {
-    if (j.value("format", "") != kFormat)
-      return Status::corruption(where + ": format is not " + std::string(kFormat));
+    if (j.value("format", "") != kFormat) return Status::corruption(where + ": format is not " + std::string(kFormat));
     Manifest m;
     m.hydro_version = j.at("hydro_version").get<std::string>();
     m.step = j.at("step").get<int64_t>();
@@ -71,8 +69,7 @@ Status Manifest::parse(const std::string& text, const std::string& where, Manife
       mf.size = f.at("size").get<uint64_t>();
       if (!parse_hex64(f.at("xxh64").get<std::string>(), &mf.xxh64))
         return Status::corruption(where + ": bad xxh64 for " + mf.name);
-      if (!valid_file_name(mf.name))
-        return Status::corruption(where + ": bad file name '" + mf.name + "'");
+      if (!valid_file_name(mf.name)) return Status::corruption(where + ": bad file name '" + mf.name + "'");
       m.files.push_back(std::move(mf));
     }
     *out = std::move(m);

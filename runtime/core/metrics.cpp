@@ -41,7 +41,9 @@ nlohmann::json exact_number(double v) {
 nlohmann::json summary_to_json(const MetricsSummary& s) {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& [name, st] : s)
-    j[name] = {{"sum", exact_number(st.sum)}, {"count", st.count}, {"min", exact_number(st.min)},
+    j[name] = {{"sum", exact_number(st.sum)},
+               {"count", st.count},
+               {"min", exact_number(st.min)},
                {"max", exact_number(st.max)}};
   return j;
 }

@@ -59,14 +59,18 @@ void handler(int signo, siginfo_t* info, void* ucontext) {
   if (a == static_cast<int>(Action::pause)) {
     gate.note_pause_signal(signo);
     if (g_test_pause_delay_ns > 0) {
-      struct timespec ts {g_test_pause_delay_ns / 1000000000, g_test_pause_delay_ns % 1000000000};
+      struct timespec ts {
+        g_test_pause_delay_ns / 1000000000, g_test_pause_delay_ns % 1000000000
+      };
       ::nanosleep(&ts, nullptr);
     }
     gate.request_pause();
-  }
-  else if (a == static_cast<int>(Action::resume)) gate.request_resume();
-  else if (a == static_cast<int>(Action::checkpoint_exit)) gate.request_exit();
-  else if (a == static_cast<int>(Action::checkpoint)) gate.request_checkpoint();
+  } else if (a == static_cast<int>(Action::resume))
+    gate.request_resume();
+  else if (a == static_cast<int>(Action::checkpoint_exit))
+    gate.request_exit();
+  else if (a == static_cast<int>(Action::checkpoint))
+    gate.request_checkpoint();
   if (g_pipe[1] >= 0) {
     unsigned char b = static_cast<unsigned char>(signo);
     ssize_t ignored = ::write(g_pipe[1], &b, 1);  // full pipe: the watcher is behind; fine

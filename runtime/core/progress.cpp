@@ -80,7 +80,8 @@ std::string ProgressReporter::progress_text(int64_t step, int64_t total_steps, i
   s += " epoch " + std::to_string(epoch);
   if (steps_per_s >= 0) {
     s += ": " + num(steps_per_s) + " steps/s";
-    if (total_steps > 0 && steps_per_s > 0) s += ", ETA " + duration(static_cast<double>(total_steps - step) / steps_per_s);
+    if (total_steps > 0 && steps_per_s > 0)
+      s += ", ETA " + duration(static_cast<double>(total_steps - step) / steps_per_s);
   }
   for (const auto& [name, st] : metrics.epoch_summary()) s += ", " + name + " " + num(st.mean());
   return s;
@@ -106,8 +107,8 @@ void ProgressReporter::step(int64_t step, int64_t epoch, const MetricsTracker& m
   last_ns_ = now;
   log(progress_text(step, total_, epoch, rate, metrics));
   if (fd_ < 0) return;
-  nlohmann::json j = {{"event", "progress"}, {"time", unix_time()}, {"step", step}, {"epoch", epoch},
-                      {"steps_per_s", rate}};
+  nlohmann::json j = {
+      {"event", "progress"}, {"time", unix_time()}, {"step", step}, {"epoch", epoch}, {"steps_per_s", rate}};
   if (total_ > 0) {
     j["total_steps"] = total_;
     j["eta_s"] = rate > 0 ? nlohmann::json(static_cast<double>(total_ - step) / rate) : nlohmann::json();
@@ -124,8 +125,8 @@ void ProgressReporter::epoch_end(const EpochMetrics& e) {
   nlohmann::json metrics = nlohmann::json::object();
   for (const auto& [name, st] : e.metrics)
     metrics[name] = {{"mean", st.mean()}, {"min", st.min}, {"max", st.max}, {"count", st.count}};
-  append(nlohmann::json{{"event", "epoch_end"}, {"time", unix_time()}, {"step", e.step}, {"epoch", e.epoch},
-                        {"metrics", metrics}}
+  append(nlohmann::json{
+      {"event", "epoch_end"}, {"time", unix_time()}, {"step", e.step}, {"epoch", e.epoch}, {"metrics", metrics}}
              .dump());
 }
 

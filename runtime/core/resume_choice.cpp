@@ -35,7 +35,8 @@ Status chosen_by_launcher(Fs& fs, const std::string& resume_from, ResumeChoice* 
   return Status::OK();
 }
 
-Status newest_valid(Fs& fs, const std::string& root, const std::function<void(const std::string&)>& log, ResumeChoice* out) {
+Status newest_valid(Fs& fs, const std::string& root, const std::function<void(const std::string&)>& log,
+                    ResumeChoice* out) {
   HYDRO_RETURN_IF_ERROR(check_if_present(root));
   CheckpointDir dir(root, fs);
   std::optional<CheckpointInfo> found;  // verified by latest_valid()
@@ -50,8 +51,8 @@ Status newest_valid(Fs& fs, const std::string& root, const std::function<void(co
   return Status::OK();
 }
 
-Status agreed_by_group(Fs& fs, const Settings& s, CheckpointGroup& group, const std::function<void(const std::string&)>& log,
-                       ResumeChoice* out) {
+Status agreed_by_group(Fs& fs, const Settings& s, CheckpointGroup& group,
+                       const std::function<void(const std::string&)>& log, ResumeChoice* out) {
   // hydro-launch sets both; without HYDRO_CKPT_DIR, its choice's directory is this rank's root.
   const std::string root = !s.checkpoint_dir.empty() ? s.checkpoint_dir : split_checkpoint_path(s.resume_from).first;
   HYDRO_RETURN_IF_ERROR(check_if_present(root));
@@ -62,14 +63,17 @@ Status agreed_by_group(Fs& fs, const Settings& s, CheckpointGroup& group, const 
   for (const auto& c : committed) {
     Manifest m;
     Status v = dir.verify(c.name, &m);
-    if (!v.ok()) log("warning: " + v.message());
-    else if (!m.sharded || m.world_size == s.world_size) loadable.insert(c.step);
+    if (!v.ok())
+      log("warning: " + v.message());
+    else if (!m.sharded || m.world_size == s.world_size)
+      loadable.insert(c.step);
   }
   int64_t agreed = -1;
   HYDRO_RETURN_IF_ERROR(group.agree_on_resume(loadable, &agreed));
   const int64_t newest = loadable.empty() ? -1 : *loadable.rbegin();
   if (agreed != newest)
-    log("this rank's newest loadable checkpoint is " + (newest < 0 ? std::string("none") : "step " + std::to_string(newest)) +
+    log("this rank's newest loadable checkpoint is " +
+        (newest < 0 ? std::string("none") : "step " + std::to_string(newest)) +
         ", but not every rank can load it: the ranks resume together from " +
         (agreed < 0 ? std::string("step 0 (no checkpoint every rank has)") : "step " + std::to_string(agreed)));
   if (agreed < 0) return Status::OK();

@@ -10,8 +10,8 @@ Status check_world(int64_t world, int64_t rank) {
   if (world < 1)
     return Status::invalid_argument("sampler: num_replicas=" + std::to_string(world) + " must be at least 1");
   if (rank < 0 || rank >= world)
-    return Status::invalid_argument("sampler: rank=" + std::to_string(rank) + " must be in [0, num_replicas=" +
-                                    std::to_string(world) + ")");
+    return Status::invalid_argument("sampler: rank=" + std::to_string(rank) +
+                                    " must be in [0, num_replicas=" + std::to_string(world) + ")");
   return Status::OK();
 }
 
@@ -47,8 +47,7 @@ Status sampler_resume_order(const std::vector<int64_t>& perm, int64_t consumed, 
   if (consumed < 0 || consumed > most)
     return Status::invalid_argument("sampler: consumed=" + std::to_string(consumed) + " is outside [0, " +
                                     std::to_string(most) + "] for " + std::to_string(n) + " samples on " +
-                                    std::to_string(saved_world) + " rank(s)" +
-                                    (drop_last ? " with drop_last" : ""));
+                                    std::to_string(saved_world) + " rank(s)" + (drop_last ? " with drop_last" : ""));
   out->clear();
   const int64_t m = std::max<int64_t>(n - consumed, 0);
   const int64_t total = sampler_total_size(m, world, drop_last);

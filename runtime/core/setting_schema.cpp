@@ -56,8 +56,7 @@ namespace {
 // "a|b|c" -> "a, b or c"
 std::string alternatives(const std::vector<std::string>& choices) {
   std::string s;
-  for (size_t i = 0; i < choices.size(); ++i)
-    s += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + choices[i];
+  for (size_t i = 0; i < choices.size(); ++i) s += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + choices[i];
   return s;
 }
 

@@ -13,16 +13,19 @@ Status parse_int(const char* var, const std::string& value, int64_t min, int64_t
   if (value.empty() || *end != '\0' || errno == ERANGE)
     return Status::invalid_argument(std::string(var) + "='" + value + "' is not a whole number");
   if (v < min || v > max)
-    return Status::invalid_argument(std::string(var) + "=" + value + " is out of range [" + std::to_string(min) +
-                                    ", " + std::to_string(max) + "]");
+    return Status::invalid_argument(std::string(var) + "=" + value + " is out of range [" + std::to_string(min) + ", " +
+                                    std::to_string(max) + "]");
   *out = v;
   return Status::OK();
 }
 
 Status parse_on_off(const std::string& value, const std::string& setting, bool* out) {
-  if (value == "on" || value == "true" || value == "yes" || value == "1") *out = true;
-  else if (value == "off" || value == "false" || value == "no" || value == "0") *out = false;
-  else return Status::invalid_argument(setting + ": '" + value + "' is not on or off");
+  if (value == "on" || value == "true" || value == "yes" || value == "1")
+    *out = true;
+  else if (value == "off" || value == "false" || value == "no" || value == "0")
+    *out = false;
+  else
+    return Status::invalid_argument(setting + ": '" + value + "' is not on or off");
   return Status::OK();
 }
 
@@ -75,8 +78,10 @@ Status Settings::from_env(Settings* out, const Getenv& getenv) {
   HYDRO_RETURN_IF_ERROR(checked(getenv, "HYDRO_SUSPEND_CHECKPOINT", &v));
   if (!v.empty()) s.suspend_checkpoint = v == "auto";
   HYDRO_RETURN_IF_ERROR(checked(getenv, "HYDRO_CKPT_MODE", &v));
-  if (v == "sync_all") s.mode = CheckpointMode::sync_all;
-  else if (v == "async") s.mode = CheckpointMode::async;
+  if (v == "sync_all")
+    s.mode = CheckpointMode::sync_all;
+  else if (v == "async")
+    s.mode = CheckpointMode::async;
   HYDRO_RETURN_IF_ERROR(read_number(getenv, "HYDRO_STORE_TIMEOUT", &s.store_timeout_s));
   HYDRO_RETURN_IF_ERROR(checked(getenv, "HYDRO_SIGNALS", &v));
   HYDRO_RETURN_IF_ERROR(SignalMap::parse(v, "HYDRO_SIGNALS", &s.signals));

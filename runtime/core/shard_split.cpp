@@ -25,8 +25,7 @@ Status shard_split(const std::string& folder, std::vector<std::string> names, co
                                     " must be in [0, num_replicas=" + std::to_string(spec.world) + ")");
   const double pct = spec.samples_pct_per_replica;
   if (!(pct > 0 && pct <= 100))  // also rejects NaN
-    return Status::invalid_argument("sharded dataset: samples_pct_per_replica=" + number(pct) +
-                                    " must be in (0, 100]");
+    return Status::invalid_argument("sharded dataset: samples_pct_per_replica=" + number(pct) + " must be in (0, 100]");
   if (names.empty()) return Status::invalid_argument("sharded dataset: folder '" + folder + "' holds no sample files");
   const int64_t files = static_cast<int64_t>(names.size());
   if (spec.world > files)

@@ -13,21 +13,31 @@ namespace {
 // Signals the kernel or libc raise for the program's own faults and events: never a request.
 bool reports_a_fault(int signo) {
   switch (signo) {
-    case SIGSEGV: case SIGBUS: case SIGILL: case SIGFPE: case SIGABRT: case SIGTRAP: case SIGSYS:
-    case SIGPIPE: case SIGCHLD: case SIGXCPU: case SIGXFSZ:
-      return true;
-    default:
-      return false;
+    case SIGSEGV:
+    case SIGBUS:
+    case SIGILL:
+    case SIGFPE:
+    case SIGABRT:
+    case SIGTRAP:
+    case SIGSYS:
+    case SIGPIPE:
+    case SIGCHLD:
+    case SIGXCPU:
+    case SIGXFSZ: return true;
+    default: return false;
   }
 }
 
-struct Named { const char* name; int signo; };
+struct Named {
+  const char* name;
+  int signo;
+};
 constexpr Named kSignals[] = {
-    {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"ABRT", SIGABRT}, {"KILL", SIGKILL},
-    {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"PIPE", SIGPIPE}, {"ALRM", SIGALRM}, {"TERM", SIGTERM},
-    {"CHLD", SIGCHLD}, {"CONT", SIGCONT}, {"STOP", SIGSTOP}, {"TSTP", SIGTSTP}, {"TTIN", SIGTTIN},
-    {"TTOU", SIGTTOU}, {"URG", SIGURG},   {"XCPU", SIGXCPU}, {"XFSZ", SIGXFSZ}, {"VTALRM", SIGVTALRM},
-    {"PROF", SIGPROF}, {"WINCH", SIGWINCH}, {"IO", SIGIO},   {"PWR", SIGPWR},   {"SYS", SIGSYS},
+    {"HUP", SIGHUP},   {"INT", SIGINT},     {"QUIT", SIGQUIT}, {"ABRT", SIGABRT}, {"KILL", SIGKILL},
+    {"USR1", SIGUSR1}, {"USR2", SIGUSR2},   {"PIPE", SIGPIPE}, {"ALRM", SIGALRM}, {"TERM", SIGTERM},
+    {"CHLD", SIGCHLD}, {"CONT", SIGCONT},   {"STOP", SIGSTOP}, {"TSTP", SIGTSTP}, {"TTIN", SIGTTIN},
+    {"TTOU", SIGTTOU}, {"URG", SIGURG},     {"XCPU", SIGXCPU}, {"XFSZ", SIGXFSZ}, {"VTALRM", SIGVTALRM},
+    {"PROF", SIGPROF}, {"WINCH", SIGWINCH}, {"IO", SIGIO},     {"PWR", SIGPWR},   {"SYS", SIGSYS},
 };
 
 }  // namespace
@@ -62,9 +72,8 @@ std::string signal_name(int signo) {
 
 SignalMap SignalMap::defaults() {
   SignalMap m;
-  m.map_ = {{SIGTSTP, Action::pause},  {SIGUSR1, Action::pause}, {SIGCONT, Action::resume},
-            {SIGUSR2, Action::resume}, {SIGTERM, Action::checkpoint_exit},
-            {SIGWINCH, Action::checkpoint}};
+  m.map_ = {{SIGTSTP, Action::pause},  {SIGUSR1, Action::pause},           {SIGCONT, Action::resume},
+            {SIGUSR2, Action::resume}, {SIGTERM, Action::checkpoint_exit}, {SIGWINCH, Action::checkpoint}};
   return m;
 }
 
@@ -81,10 +90,14 @@ Status SignalMap::parse(const std::string& spec, const std::string& setting, Sig
       return Status::invalid_argument(setting + ": '" + clause + "' is not ACTION=SIGNAL[,SIGNAL...]");
     std::string action = clause.substr(0, eq);
     Action a;
-    if (action == "pause") a = Action::pause;
-    else if (action == "resume") a = Action::resume;
-    else if (action == "checkpoint_exit") a = Action::checkpoint_exit;
-    else if (action == "checkpoint") a = Action::checkpoint;
+    if (action == "pause")
+      a = Action::pause;
+    else if (action == "resume")
+      a = Action::resume;
+    else if (action == "checkpoint_exit")
+      a = Action::checkpoint_exit;
+    else if (action == "checkpoint")
+      a = Action::checkpoint;
     else
       return Status::invalid_argument(setting + ": unknown action '" + action +
                                       "' (expected pause, resume, checkpoint_exit or checkpoint)");
@@ -96,9 +109,10 @@ Status SignalMap::parse(const std::string& spec, const std::string& setting, Sig
       if (signo == SIGKILL || signo == SIGSTOP)
         return Status::invalid_argument(setting + ": " + signal_name(signo) + " cannot be caught");
       if (reports_a_fault(signo))
-        return Status::invalid_argument(setting + ": " + signal_name(signo) +
-                                        " reports a fault in the program (or a broken pipe, or a child's end); it cannot "
-                                        "ask hydro for anything");
+        return Status::invalid_argument(
+            setting + ": " + signal_name(signo) +
+            " reports a fault in the program (or a broken pipe, or a child's end); it cannot "
+            "ask hydro for anything");
       m.map_[signo] = a;
     }
   }
@@ -128,10 +142,8 @@ bool terminates_by_default(int signo) {
     case SIGPOLL:
     case SIGPROF:
     case SIGVTALRM:
-    case SIGPWR:
-      return true;
-    default:
-      return signo >= SIGRTMIN && signo <= SIGRTMAX;
+    case SIGPWR: return true;
+    default: return signo >= SIGRTMIN && signo <= SIGRTMAX;
   }
 }
 

@@ -17,8 +17,8 @@ const char* code_name(Code c) {
 }
 
 namespace {
-constexpr Code kCodes[] = {Code::ok, Code::invalid_argument, Code::not_found, Code::io, Code::corruption,
-                           Code::durability_uncertain};
+constexpr Code kCodes[] = {Code::ok, Code::invalid_argument, Code::not_found,
+                           Code::io, Code::corruption,       Code::durability_uncertain};
 }  // namespace
 
 const char* code_token(Code c) {

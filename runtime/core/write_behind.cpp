@@ -167,8 +167,7 @@ void WriteBehind::try_direct() {
 Status WriteBehind::end_direct() {
   direct_ = false;
   int flags = ::fcntl(fd_, F_GETFL);
-  if (flags < 0 || ::fcntl(fd_, F_SETFL, flags & ~O_DIRECT) != 0)
-    return Status::from_errno(errno, "fcntl " + path_);
+  if (flags < 0 || ::fcntl(fd_, F_SETFL, flags & ~O_DIRECT) != 0) return Status::from_errno(errno, "fcntl " + path_);
   return Status::OK();
 }
 

@@ -59,7 +59,7 @@ class WriteBehind {
       return *this;
     }
   };
-  bool hand_over(Buffer& b);  // false: an error is known, and the buffer went back to the pool
+  bool hand_over(Buffer& b);     // false: an error is known, and the buffer went back to the pool
   Status fail(const Status& s);  // records the first error; returns the recorded one
   void run();
   Status write_out(const Buffer& b);  // on the writer thread, or on the caller's before it starts
@@ -69,7 +69,7 @@ class WriteBehind {
   const int fd_;
   const std::string path_;
   Buffer current_;
-  uint64_t written_ = 0, kicked_ = 0;  // the writer's (or, before it starts, the caller's)
+  uint64_t written_ = 0, kicked_ = 0;           // the writer's (or, before it starts, the caller's)
   bool direct_ = false, tried_direct_ = false;  // the writer's
 
   std::mutex mu_;

@@ -26,7 +26,8 @@ Status open_from_same_uid(const std::string& credential, const char* who, std::s
 Status handshake_server(int fd, const std::string& scope, Clock::time_point deadline) {
   std::string ns, credential, payload;
   HYDRO_RETURN_IF_ERROR(nonce(&ns));
-  HYDRO_RETURN_IF_ERROR(send_frame(fd, std::string(kProtocol) + " " + ns + " " + std::to_string(::geteuid()), deadline));
+  HYDRO_RETURN_IF_ERROR(
+      send_frame(fd, std::string(kProtocol) + " " + ns + " " + std::to_string(::geteuid()), deadline));
   HYDRO_RETURN_IF_ERROR(recv_frame(fd, kMaxHandshake, deadline, &credential));
   HYDRO_RETURN_IF_ERROR(open_from_same_uid(credential, "a client", &payload));
   std::vector<std::string> f = split(payload, '|');

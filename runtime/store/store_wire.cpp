@@ -107,7 +107,8 @@ std::string encode_i64(int64_t v) {
 
 bool decode_i64(const std::string& s, int64_t* v) {
   if (s.size() != 8) return false;
-  *v = static_cast<int64_t>(static_cast<uint64_t>(get_u32(s.data())) | (static_cast<uint64_t>(get_u32(s.data() + 4)) << 32));
+  *v = static_cast<int64_t>(static_cast<uint64_t>(get_u32(s.data())) |
+                            (static_cast<uint64_t>(get_u32(s.data() + 4)) << 32));
   return true;
 }
 

@@ -43,7 +43,8 @@ class TcpStoreClient : public RankStore {
     std::string body;
     HYDRO_RETURN_IF_ERROR(
         call(store::request(store::kAdd, key, store::encode_i64(delta)), Clock::now() + kReplyMargin, &body, nullptr));
-    if (!store::decode_i64(body, value)) return Status::io("the ranks' store at " + where_ + ": a malformed reply to add " + key);
+    if (!store::decode_i64(body, value))
+      return Status::io("the ranks' store at " + where_ + ": a malformed reply to add " + key);
     return Status::OK();
   }
   Status remove(const std::string& key) override {
@@ -106,8 +107,8 @@ int dial(const std::string& host, int port, Clock::time_point deadline, std::str
 
 }  // namespace
 
-Status connect_tcp_store(const std::string& host, int port, const std::string& scope,
-                         std::chrono::milliseconds timeout, std::unique_ptr<RankStore>* out) {
+Status connect_tcp_store(const std::string& host, int port, const std::string& scope, std::chrono::milliseconds timeout,
+                         std::unique_ptr<RankStore>* out) {
   const std::string where = host + ":" + std::to_string(port);
   const auto deadline = Clock::now() + timeout;
   std::string last = "no attempt";
@@ -115,7 +116,8 @@ Status connect_tcp_store(const std::string& host, int port, const std::string& s
     int fd = dial(host, port, deadline, &last);
     if (fd >= 0) {
       bool refused = false;
-      Status s = store::handshake_client(fd, scope, std::min(deadline, Clock::now() + std::chrono::seconds(30)), &refused);
+      Status s =
+          store::handshake_client(fd, scope, std::min(deadline, Clock::now() + std::chrono::seconds(30)), &refused);
       if (s.ok()) {
         *out = std::make_unique<TcpStoreClient>(fd, where);
         return Status::OK();
@@ -139,7 +141,7 @@ Status open_job_store(const DistEnv& dist, std::chrono::seconds timeout, std::un
   if (st.ok()) st = connect_tcp_store(dist.master_addr, port, scope, timeout, client);
   if (st.ok()) return st;
   return Status::io(st.message() + " (the ranks' store: MASTER_ADDR, MASTER_PORT + 1, " + scope +
-                               ", HYDRO_STORE_TIMEOUT=" + std::to_string(timeout.count()) + " s)");
+                    ", HYDRO_STORE_TIMEOUT=" + std::to_string(timeout.count()) + " s)");
 }
 
 std::string store_scope_from_env() {

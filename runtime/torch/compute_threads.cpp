@@ -32,8 +32,8 @@ std::string compute_threads_note(const ComputeThreads& saved, const ComputeThrea
   std::string blas = count_change("OpenBLAS's threads", saved.blas, now.blas);
   if (aten.empty() && blas.empty()) return "";
   std::string what = aten.empty() ? blas : blas.empty() ? aten : aten + "; " + blas;
-  return "warning: this run splits sums over other thread counts than the run that wrote the checkpoint (" +
-         what + "), so its result may differ in the last bits from a run never interrupted. For bit-for-bit " +
+  return "warning: this run splits sums over other thread counts than the run that wrote the checkpoint (" + what +
+         "), so its result may differ in the last bits from a run never interrupted. For bit-for-bit " +
          "resumes give every run the same CPUs (--cpus-per-task), or fix the counts: torch.set_num_threads(" +
          std::to_string(saved.aten) + ")" +
          (saved.blas > 0 ? " and OPENBLAS_NUM_THREADS=" + std::to_string(saved.blas) : std::string()) + ".";

@@ -40,13 +40,13 @@ std::shared_ptr<Group> join_gloo_group(std::chrono::milliseconds timeout) {
     opts.timeout = timeout;
     group->store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, opts);
     auto gloo = c10d::ProcessGroupGloo::Options::create(timeout);
-    gloo->devices.push_back(loopback(env.master_addr)
-                                ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
-                                : c10d::ProcessGroupGloo::createDefaultDevice());
+    gloo->devices.push_back(loopback(env.master_addr) ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
+                                                      : c10d::ProcessGroupGloo::createDefaultDevice());
     group->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(group->store, env.rank, env.world_size, gloo);
   } catch (const std::exception& e) {
-    throw std::runtime_error("hydro: joining the Gloo process group at " + where + " (MASTER_ADDR, MASTER_PORT) as rank " +
-                             std::to_string(env.rank) + " of " + std::to_string(env.world_size) + ": " + e.what());
+    throw std::runtime_error("hydro: joining the Gloo process group at " + where +
+                             " (MASTER_ADDR, MASTER_PORT) as rank " + std::to_string(env.rank) + " of " +
+                             std::to_string(env.world_size) + ": " + e.what());
   }
   log("rank " + std::to_string(env.rank) + " of " + std::to_string(env.world_size) + " joined the Gloo group at " +
       where);

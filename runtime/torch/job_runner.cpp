@@ -11,7 +11,6 @@
 namespace hydro {
 namespace {
 
-
 ProgressOptions progress_from_env() {
   ProgressOptions o;
   Status st = ProgressOptions::from_env(&o);
@@ -24,9 +23,9 @@ ProgressOptions progress_from_env() {
 bool JobContext::step_end(int64_t epoch_step) {
   if (preempted_) return false;
   if (epoch_step != this->epoch_step() + 1)
-    throw_status(Status::invalid_argument("JobContext::step_end(" + std::to_string(epoch_step) + ") in epoch " +
-                                  std::to_string(epoch_) + ": expected " + std::to_string(this->epoch_step() + 1) +
-                                  ", the steps done in this epoch (epoch_step() + 1)"));
+    throw_status(Status::invalid_argument(
+        "JobContext::step_end(" + std::to_string(epoch_step) + ") in epoch " + std::to_string(epoch_) + ": expected " +
+        std::to_string(this->epoch_step() + 1) + ", the steps done in this epoch (epoch_step() + 1)"));
   step_ = state_->epoch_start_step + epoch_step;
   *record_ = state_->serialize();  // saved if Runtime::step_end checkpoints
   if (progress_) progress_->step(step_, epoch_, state_->metrics);
@@ -36,7 +35,8 @@ bool JobContext::step_end(int64_t epoch_step) {
 }
 
 Job& Job::epoch_limiter(int64_t epochs) {
-  if (epochs < 0) throw_status(Status::invalid_argument("Job::epoch_limiter(" + std::to_string(epochs) + "): must be >= 0"));
+  if (epochs < 0)
+    throw_status(Status::invalid_argument("Job::epoch_limiter(" + std::to_string(epochs) + "): must be >= 0"));
   max_epochs_ = epochs;
   return *this;
 }
@@ -112,8 +112,7 @@ int JobRunner::run(Job& job) {
         " (step " + std::to_string(step) + ")");
   }
   if (progress) {
-    const int64_t total =
-        job.max_epochs_ && job.steps_per_epoch > 0 ? *job.max_epochs_ * job.steps_per_epoch : 0;
+    const int64_t total = job.max_epochs_ && job.steps_per_epoch > 0 ? *job.max_epochs_ * job.steps_per_epoch : 0;
     progress->start(step, total);
   }
   for (;;) {

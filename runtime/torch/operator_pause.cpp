@@ -104,8 +104,8 @@ class OperatorPause {
   static void warn_no_cuda_release(const Settings& settings) {
     log(std::string("warning: HYDRO_CUDA_RELEASE=on has no effect: ") +
         (!cuda_cache_release_compiled() ? "hydro was built against a libtorch without CUDA"
-         : !settings.pause             ? "pausing is off"
-                                       : "no CUDA device is visible"));
+         : !settings.pause              ? "pausing is off"
+                                        : "no CUDA device is visible"));
   }
 
   // HYDRO_SUSPEND_CHECKPOINT: SIGTSTP lets the step end and checkpoints before pausing (set by
@@ -115,10 +115,10 @@ class OperatorPause {
   std::atomic<bool> cuda_unknown_{false};  // pause-only: asked at the first pause
   std::atomic<bool> cuda_release_{false};  // HYDRO_CUDA_RELEASE=on, with a CUDA libtorch
   std::atomic<bool> armed_{false};
-  std::mutex mutex_;                              // guards the three below
-  std::optional<at::CallbackHandle> callback_;    // registered while a pause is pending
-  bool pause_enabled_ = false;                    // HYDRO_PAUSE
-  bool pause_only_ = false;  // start_pause_only()'s handlers are in; a Runtime replaces them
+  std::mutex mutex_;                            // guards the three below
+  std::optional<at::CallbackHandle> callback_;  // registered while a pause is pending
+  bool pause_enabled_ = false;                  // HYDRO_PAUSE
+  bool pause_only_ = false;                     // start_pause_only()'s handlers are in; a Runtime replaces them
 };
 
 // While the callback is registered, the next operator on every thread blocks here until resumed.
@@ -139,7 +139,8 @@ void on_signal(int signo, Action action) {
   switch (action) {
     case Action::pause:
       if (signo == SIGTSTP && p.suspend_checkpoint()) {
-        log("pause requested by " + sig + "; the step ends and a checkpoint commits first (they fit in the 2 s "
+        log("pause requested by " + sig +
+            "; the step ends and a checkpoint commits first (they fit in the 2 s "
             "before SIGSTOP)");
       } else {
         p.learn_cuda();
@@ -155,9 +156,7 @@ void on_signal(int signo, Action action) {
       p.arm(false);
       log("checkpoint-and-exit requested by " + sig + "; the current step will finish first");
       break;
-    case Action::checkpoint:
-      log("checkpoint requested by " + sig + "; at the end of the current step");
-      break;
+    case Action::checkpoint: log("checkpoint requested by " + sig + "; at the end of the current step"); break;
   }
 }
 

@@ -45,12 +45,14 @@ Runtime::Runtime(Settings settings, Fs& fs) : settings_(std::move(settings)), fs
                                            : settings_.signals.only({Action::checkpoint_exit, Action::checkpoint}));
   set_direct_io(settings_.direct_io);
   // Announced once: by hydro-launch when it runs the program, else here by rank 0.
-  if (std::string note = default_checkpoint_dir_note(); settings_.rank == 0 && !note.empty() && !std::getenv(kLaunchReadyEnv))
+  if (std::string note = default_checkpoint_dir_note();
+      settings_.rank == 0 && !note.empty() && !std::getenv(kLaunchReadyEnv))
     log(note);
   tell_launcher_ready();  // hydro-launch may now ask for a checkpoint-and-exit
   try {
     if (settings_.world_size > 1 && settings_.mode != CheckpointMode::async && !settings_.checkpoint_dir.empty()) {
-      Status st = open_job_store(settings_.dist, std::chrono::seconds(settings_.store_timeout_s), &store_server_, &store_);
+      Status st =
+          open_job_store(settings_.dist, std::chrono::seconds(settings_.store_timeout_s), &store_server_, &store_);
       if (!st.ok()) throw std::runtime_error("hydro: " + st.message());
       group_ = std::make_unique<CheckpointGroup>(*store_, settings_.rank, settings_.world_size, host_name(),
                                                  std::chrono::seconds(settings_.store_timeout_s));
@@ -191,43 +193,46 @@ std::string Runtime::save_async(int64_t step, bool keep_always) {
   for (const auto& t : tracked_) items.push_back({t.name + ".pt", t.capture(*pool_)});
   items.push_back({"rng.pt", rng_item().capture(*pool_)});
   const std::string root = settings_.checkpoint_dir;
-  persist_ = std::thread([this, root, step, keep_always, epoch = epoch_, threads = compute_threads(),
-                          items = std::move(items)] {
-    CheckpointDir dir(root, fs_, settings_.keep_last);  // commit() also prunes
-    if (settings_.world_size > 1 && !resumed_name_.empty()) dir.protect(resumed_name_);
-    Status st = dir.open();
-    std::unique_ptr<CheckpointWriter> writer;
-    if (st.ok()) st = dir.begin(step, &writer);
-    if (st.ok()) {
-      writer->set_keep(keep_always);
-      writer->set_epoch(epoch);
-      writer->set_threads(threads.aten, threads.blas);
-    }
-    try {
-      for (const auto& it : items)
-        if (st.ok()) st = write_captured(*writer, it.file, it.captured);
-    } catch (const std::exception& e) {
-      st = Status::io(std::string("serializing the snapshot: ") + e.what());
-    }
-    if (st.ok()) st = writer->commit();
-    if (Status s = warn_if_durability_uncertain(st); !s.ok()) persist_error_ = s.message();
-    else log("async checkpoint of step " + std::to_string(step) + " committed");
-  });
+  persist_ = std::thread(
+      [this, root, step, keep_always, epoch = epoch_, threads = compute_threads(), items = std::move(items)] {
+        CheckpointDir dir(root, fs_, settings_.keep_last);  // commit() also prunes
+        if (settings_.world_size > 1 && !resumed_name_.empty()) dir.protect(resumed_name_);
+        Status st = dir.open();
+        std::unique_ptr<CheckpointWriter> writer;
+        if (st.ok()) st = dir.begin(step, &writer);
+        if (st.ok()) {
+          writer->set_keep(keep_always);
+          writer->set_epoch(epoch);
+          writer->set_threads(threads.aten, threads.blas);
+        }
+        try {
+          for (const auto& it : items)
+            if (st.ok()) st = write_captured(*writer, it.file, it.captured);
+        } catch (const std::exception& e) {
+          st = Status::io(std::string("serializing the snapshot: ") + e.what());
+        }
+        if (st.ok()) st = writer->commit();
+        if (Status s = warn_if_durability_uncertain(st); !s.ok())
+          persist_error_ = s.message();
+        else
+          log("async checkpoint of step " + std::to_string(step) + " committed");
+      });
   return root + "/" + CheckpointDir::name_for(step);
 }
 
 std::string Runtime::load_path(const std::string& checkpoint, const Manifest& m, const std::string& file) const {
   if (!m.sharded) return checkpoint + "/" + file;
   if (m.world_size != settings_.world_size)
-    throw_status(Status::invalid_argument("checkpoint " + checkpoint + " has the shards of " + std::to_string(m.world_size) +
-                                  " ranks, this job has " + std::to_string(settings_.world_size) +
-                                  ": resume with the same number of ranks"));
+    throw_status(Status::invalid_argument(
+        "checkpoint " + checkpoint + " has the shards of " + std::to_string(m.world_size) + " ranks, this job has " +
+        std::to_string(settings_.world_size) + ": resume with the same number of ranks"));
   return checkpoint + "/" + CheckpointGroup::shard_dir(settings_.rank) + "/" + file;
 }
 
 int64_t Runtime::resume() {
   ResumeChoice choice;
-  Status st = choose_resume(fs_, settings_, group_.get(), [](const std::string& m) { log(m); }, &choice);
+  Status st = choose_resume(
+      fs_, settings_, group_.get(), [](const std::string& m) { log(m); }, &choice);
   if (!st.ok()) throw_status(st);
   const std::string& path = choice.path;
   const Manifest& manifest = choice.manifest;
@@ -242,7 +247,8 @@ int64_t Runtime::resume() {
     try {
       t->read(load_path(path, manifest, t->name + ".pt"));
     } catch (const c10::Error& e) {
-      throw_status(Status::invalid_argument("checkpoint " + path + ": " + t->name + ".pt: " + e.what_without_backtrace()));
+      throw_status(
+          Status::invalid_argument("checkpoint " + path + ": " + t->name + ".pt: " + e.what_without_backtrace()));
     } catch (const std::exception& e) {
       throw_status(Status::invalid_argument("checkpoint " + path + ": " + t->name + ".pt: " + e.what()));
     }

@@ -15,9 +15,7 @@ namespace {
 
 [[noreturn]] void fail(const std::string& what) { throw std::runtime_error("hydro: sampler: " + what); }
 
-void check(const Status& s) {
-  throw_if_error(s);
-}
+void check(const Status& s) { throw_if_error(s); }
 
 // The epoch's order before padding and striding: torch.randperm(n, generator=g) with
 // g.manual_seed(seed + epoch), as torch.utils.data.DistributedSampler makes it, or 0..n-1.
@@ -165,8 +163,13 @@ size_t InterruptibleDistributedSampler::size() const {
 SamplerPosition InterruptibleDistributedSampler::position() const {
   std::lock_guard<std::mutex> lock(state_->mu);
   const State& s = *state_;
-  return {s.epoch, s.start + static_cast<int64_t>(s.taken) * options_.num_replicas, options_.seed,
-          static_cast<int64_t>(s.size), options_.num_replicas, options_.shuffle, options_.drop_last};
+  return {s.epoch,
+          s.start + static_cast<int64_t>(s.taken) * options_.num_replicas,
+          options_.seed,
+          static_cast<int64_t>(s.size),
+          options_.num_replicas,
+          options_.shuffle,
+          options_.drop_last};
 }
 
 void InterruptibleDistributedSampler::restore(const SamplerPosition& saved) {
@@ -198,7 +201,8 @@ void InterruptibleDistributedSampler::restore(const SamplerPosition& saved) {
 
 void InterruptibleDistributedSampler::save(torch::serialize::OutputArchive& archive) const {
   const SamplerPosition p = position();
-  const int64_t values[] = {p.epoch, p.consumed, static_cast<int64_t>(p.seed), p.size, p.num_replicas, p.shuffle, p.drop_last};
+  const int64_t values[] = {p.epoch,   p.consumed, static_cast<int64_t>(p.seed), p.size, p.num_replicas,
+                            p.shuffle, p.drop_last};
   for (size_t i = 0; i < std::size(kKeys); ++i) archive.write(kKeys[i], torch::tensor(values[i], torch::kLong));
 }
 

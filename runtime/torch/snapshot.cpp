@@ -38,18 +38,20 @@ struct ModuleImage {
 
 std::shared_ptr<ModuleImage> image_of(const std::string& key, const torch::nn::Module& m, TensorPool& pool) {
   auto img = std::make_shared<ModuleImage>();
-  for (const auto& p : m.named_parameters(/*recurse=*/false)) img->params.emplace_back(p.key(), pool.copy(key + "/" + p.key(), p.value()));
-  for (const auto& b : m.named_buffers(/*recurse=*/false)) img->buffers.emplace_back(b.key(), pool.copy(key + "/" + b.key(), b.value()));
+  for (const auto& p : m.named_parameters(/*recurse=*/false))
+    img->params.emplace_back(p.key(), pool.copy(key + "/" + p.key(), p.value()));
+  for (const auto& b : m.named_buffers(/*recurse=*/false))
+    img->buffers.emplace_back(b.key(), pool.copy(key + "/" + b.key(), b.value()));
   for (const auto& c : m.named_children())
-    if (c.value()->is_serializable()) img->children.emplace_back(c.key(), image_of(key + "/" + c.key(), *c.value(), pool));
+    if (c.value()->is_serializable())
+      img->children.emplace_back(c.key(), image_of(key + "/" + c.key(), *c.value(), pool));
   return img;
 }
 
 // An optimizer that only holds param groups and copied states, to be serialized.
 class Shadow : public torch::optim::Optimizer {
  public:
-  explicit Shadow(const torch::optim::Optimizer& live)
-      : Optimizer(live.param_groups(), live.defaults().clone()) {}
+  explicit Shadow(const torch::optim::Optimizer& live) : Optimizer(live.param_groups(), live.defaults().clone()) {}
   torch::Tensor step(LossClosure) override { throw std::logic_error("hydro: a snapshot cannot step"); }
   void save(torch::serialize::OutputArchive&) const override {}
   void load(torch::serialize::InputArchive&) override {}
@@ -66,7 +68,9 @@ Captured capture_typed(const std::string& key, torch::optim::Optimizer& live,
     deep(*c, key + "/" + k);
     shadow->state()[k] = std::move(c);
   }
-  return {[shadow](torch::serialize::OutputArchive& a) { torch::optim::serialize<State, Options>(a, *shadow); }, nullptr, {}};
+  return {[shadow](torch::serialize::OutputArchive& a) { torch::optim::serialize<State, Options>(a, *shadow); },
+          nullptr,
+          {}};
 }
 
 }  // namespace
@@ -101,9 +105,8 @@ Captured capture_optimizer(const std::string& key, torch::optim::Optimizer& o, T
       s.grad_avg(copy_if(pool, k + "/grad_avg", s.grad_avg()));
     });
   if (dynamic_cast<Adagrad*>(&o))
-    return capture_typed<AdagradParamState, AdagradOptions>(key, o, [&](AdagradParamState& s, const std::string& k) {
-      s.sum(copy_if(pool, k + "/sum", s.sum()));
-    });
+    return capture_typed<AdagradParamState, AdagradOptions>(
+        key, o, [&](AdagradParamState& s, const std::string& k) { s.sum(copy_if(pool, k + "/sum", s.sum())); });
   return capture_bytes([&o](torch::serialize::OutputArchive& a) { o.save(a); });
 }
 

@@ -96,14 +96,16 @@ void Runtime::decide_checkpoint(int64_t step, StepEndPlan* plan) {
   PauseGate& gate = PauseGate::instance();
   plan->checkpoint = settings_.checkpoint_every > 0 && step % settings_.checkpoint_every == 0;
   if (gate.take_checkpoint_request()) {
-    if (settings_.checkpoint_dir.empty()) log("checkpoint requested, but HYDRO_CKPT_DIR is not set: no checkpoint");
-    else plan->checkpoint = plan->requested = true;
+    if (settings_.checkpoint_dir.empty())
+      log("checkpoint requested, but HYDRO_CKPT_DIR is not set: no checkpoint");
+    else
+      plan->checkpoint = plan->requested = true;
   }
   plan->exit = gate.exit_requested();
   if (!grouped()) return;
   GroupDecision d;
-  Status st = group_->vote(settings_.mode, plan->checkpoint, plan->exit, &d,
-                           {suspend_checkpoint_fits(), plan->suspend_now});
+  Status st =
+      group_->vote(settings_.mode, plan->checkpoint, plan->exit, &d, {suspend_checkpoint_fits(), plan->suspend_now});
   if (!st.ok()) throw_status(st);
   if (d.exit && !plan->exit) log("exit requested by another rank at step " + std::to_string(step));
   plan->checkpoint = d.checkpoint;
@@ -115,7 +117,8 @@ void Runtime::decide_checkpoint(int64_t step, StepEndPlan* plan) {
 // The checkpoint before an exit for a requeue, written here, before the process exits.
 void Runtime::exit_checkpoint(int64_t step) {
   if (settings_.checkpoint_dir.empty()) {
-    log("WARNING: exit requested at step " + std::to_string(step) + ", but there is no checkpoint directory "
+    log("WARNING: exit requested at step " + std::to_string(step) +
+        ", but there is no checkpoint directory "
         "(HYDRO_CKPT_DIR, --hydro-checkpoint-dir): NOTHING IS SAVED, and a requeued job starts again from step 0");
     return;
   }

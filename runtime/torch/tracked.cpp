@@ -95,40 +95,44 @@ TrackedItem archive_item(const std::string& name, std::function<void(torch::seri
 }
 
 TrackedItem module_item(const std::string& name, torch::nn::Module& module) {
-  return archive_item(name, [&module](auto& a) { module.save(a); }, [&module](auto& a) { load_module_checked(module, a); },
-                      [&module, name](TensorPool& pool) { return capture_module(name, module, pool); });
+  return archive_item(
+      name, [&module](auto& a) { module.save(a); }, [&module](auto& a) { load_module_checked(module, a); },
+      [&module, name](TensorPool& pool) { return capture_module(name, module, pool); });
 }
 
 TrackedItem optimizer_item(const std::string& name, torch::optim::Optimizer& optimizer) {
-  return archive_item(name, [&optimizer](auto& a) { optimizer.save(a); }, [&optimizer](auto& a) { optimizer.load(a); },
-                      [&optimizer, name](TensorPool& pool) { return capture_optimizer(name, optimizer, pool); });
+  return archive_item(
+      name, [&optimizer](auto& a) { optimizer.save(a); }, [&optimizer](auto& a) { optimizer.load(a); },
+      [&optimizer, name](TensorPool& pool) { return capture_optimizer(name, optimizer, pool); });
 }
 
 TrackedItem sampler_item(const std::string& name, torch::data::samplers::Sampler<>& sampler) {
-  return archive_item(name, [&sampler](auto& a) { sampler.save(a); }, [&sampler](auto& a) { sampler.load(a); });
+  return archive_item(
+      name, [&sampler](auto& a) { sampler.save(a); }, [&sampler](auto& a) { sampler.load(a); });
 }
 
 TrackedItem tensor_item(const std::string& name, torch::Tensor& tensor) {
-  return archive_item(name, [&tensor](auto& a) { a.write("tensor", tensor); },
-                      [&tensor](auto& a) { a.read("tensor", tensor); },
-                      [&tensor, name](TensorPool& pool) {
-                        torch::Tensor copy = pool.copy(name, tensor);
-                        return Captured{[copy](torch::serialize::OutputArchive& a) { a.write("tensor", copy); }, nullptr, {}};
-                      });
+  return archive_item(
+      name, [&tensor](auto& a) { a.write("tensor", tensor); }, [&tensor](auto& a) { a.read("tensor", tensor); },
+      [&tensor, name](TensorPool& pool) {
+        torch::Tensor copy = pool.copy(name, tensor);
+        return Captured{[copy](torch::serialize::OutputArchive& a) { a.write("tensor", copy); }, nullptr, {}};
+      });
 }
 
 TrackedItem string_item(const std::string& name, std::string& value) {
-  return archive_item(name, [&value](auto& a) { a.write("string", c10::IValue(value)); },
-                      [&value, name](auto& a) {
-                        c10::IValue v;
-                        a.read("string", v);
-                        if (!v.isString()) throw std::runtime_error("checkpoint file " + name + ".pt holds no string");
-                        value = v.toStringRef();
-                      },
-                      [&value](TensorPool&) {
-                        return Captured{[copy = value](torch::serialize::OutputArchive& a) { a.write("string", c10::IValue(copy)); },
-                                        nullptr, {}};
-                      });
+  return archive_item(
+      name, [&value](auto& a) { a.write("string", c10::IValue(value)); },
+      [&value, name](auto& a) {
+        c10::IValue v;
+        a.read("string", v);
+        if (!v.isString()) throw std::runtime_error("checkpoint file " + name + ".pt holds no string");
+        value = v.toStringRef();
+      },
+      [&value](TensorPool&) {
+        return Captured{
+            [copy = value](torch::serialize::OutputArchive& a) { a.write("string", c10::IValue(copy)); }, nullptr, {}};
+      });
 }
 
 TrackedItem stream_item(const std::string& name, StreamWriter write, std::function<void(const std::string&)> read,
@@ -199,7 +203,6 @@ const TrackedItem& rng_item() {
   static const TrackedItem item = archive_item("rng", save_rng, load_rng);
   return item;
 }
-
 
 Status write_item(CheckpointWriter& writer, const TrackedItem& item) {
   return write_streamed(writer, item.name + ".pt", item.write);

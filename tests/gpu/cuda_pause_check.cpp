@@ -145,10 +145,11 @@ void pause_checks(int pauses, bool release) {
   check(held, "every pause held the training thread at an operator until resumed");
   check(drained_every_time, "no kernel was in flight on the device while paused");
   if (release) check(released_max > 0, "cached device memory went back to the driver while paused");
-  std::printf("figures (%s): step %.0f us; pause signal->blocked (the drain included) p50 %.0f us p99 %.0f us; "
-              "resume p50 %.0f us p99 %.0f us; %d pauses; up to %.1f MiB freed per pause\n",
-              mode, step_us, pct(pause_us, 0.5), pct(pause_us, 0.99), pct(resume_us, 0.5), pct(resume_us, 0.99),
-              pauses, released_max / 1048576.0);
+  std::printf(
+      "figures (%s): step %.0f us; pause signal->blocked (the drain included) p50 %.0f us p99 %.0f us; "
+      "resume p50 %.0f us p99 %.0f us; %d pauses; up to %.1f MiB freed per pause\n",
+      mode, step_us, pct(pause_us, 0.5), pct(pause_us, 0.99), pct(resume_us, 0.5), pct(resume_us, 0.99), pauses,
+      released_max / 1048576.0);
 }
 
 void resume_checks(const std::string& dir) {

@@ -324,7 +324,8 @@ TEST(AtomicFile, AFailedWriteLeavesTheOldFileAndNoTemporary) {
   ASSERT_TRUE(write_file_atomic(path, [](WritableFile& f) { return f.append("old", 3); }).ok());
   test::FaultFs faults;
   faults.fail_write_at = 0;
-  Status s = write_file_atomic(path, [](WritableFile& f) { return f.append("new", 3); }, faults);
+  Status s = write_file_atomic(
+      path, [](WritableFile& f) { return f.append("new", 3); }, faults);
   EXPECT_EQ(s.code(), Code::io);
   std::string now;
   ASSERT_TRUE(posix_fs().read_file(path, &now).ok());

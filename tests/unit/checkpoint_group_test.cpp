@@ -46,8 +46,11 @@ TEST(CheckpointGroup, VoteAnyGrantsWhatOneRankAsksAllOnlyWhatEveryRankAsks) {
     for (int r = 0; r < 3; ++r) groups.emplace_back(new CheckpointGroup(store, r, 3, "h", 5000ms));
     // Round 1: only rank 1 wants to exit. Round 2: everyone wants a checkpoint, rank 2 also exit.
     // Round 3: everyone wants to exit.
-    struct Ask { bool ck, ex; };
-    std::vector<std::vector<Ask>> rounds = {{{0, 0}, {0, 1}, {0, 0}}, {{1, 0}, {1, 0}, {1, 1}}, {{0, 1}, {0, 1}, {0, 1}}};
+    struct Ask {
+      bool ck, ex;
+    };
+    std::vector<std::vector<Ask>> rounds = {
+        {{0, 0}, {0, 1}, {0, 0}}, {{1, 0}, {1, 0}, {1, 1}}, {{0, 1}, {0, 1}, {0, 1}}};
     std::vector<std::vector<GroupDecision>> got(rounds.size(), std::vector<GroupDecision>(3));
     run_ranks(3, [&](int r) {
       for (size_t i = 0; i < rounds.size(); ++i) {
@@ -106,7 +109,8 @@ TEST(CheckpointGroup, EveryRankWritesItsShardIntoOneCheckpoint) {
   auto st = run_ranks(3, [&](int r) {
     CheckpointDir dir(t.path + "/ck");
     CheckpointGroup g(store, r, 3, "h", 5000ms);
-    return g.save(dir, 40, false, 2, [&](CheckpointWriter& w) { return write_shard(w, r); }, &info[r]);
+    return g.save(
+        dir, 40, false, 2, [&](CheckpointWriter& w) { return write_shard(w, r); }, &info[r]);
   });
   for (int r = 0; r < 3; ++r) {
     ASSERT_TRUE(st[r].ok()) << st[r].to_string();
@@ -135,20 +139,24 @@ TEST(CheckpointGroup, ARankThatDiesMidSaveLeavesLatestWhereItWas) {
   for (int r = 0; r < 2; ++r) groups.emplace_back(new CheckpointGroup(store, r, 2, "h", 300ms));
   auto st = run_ranks(2, [&](int r) {
     CheckpointDir dir(t.path + "/ck");
-    return groups[r]->save(dir, 10, false, 0, [&](CheckpointWriter& w) { return write_shard(w, r); }, nullptr);
+    return groups[r]->save(
+        dir, 10, false, 0, [&](CheckpointWriter& w) { return write_shard(w, r); }, nullptr);
   });
   ASSERT_TRUE(st[0].ok() && st[1].ok()) << st[0].to_string() << st[1].to_string();
   // Rank 1 writes half its shard and is gone (never reports it durable).
   st = run_ranks(2, [&](int r) {
     CheckpointDir dir(t.path + "/ck");
-    return groups[r]->save(dir, 20, false, 0, [&](CheckpointWriter& w) -> Status {
-      if (r == 1) {
-        (void)w.write_file("model.pt", "half");
-        std::this_thread::sleep_for(1s);  // "killed": says nothing until rank 0 has given up
-        return Status::io("killed");
-      }
-      return write_shard(w, r);
-    }, nullptr);
+    return groups[r]->save(
+        dir, 20, false, 0,
+        [&](CheckpointWriter& w) -> Status {
+          if (r == 1) {
+            (void)w.write_file("model.pt", "half");
+            std::this_thread::sleep_for(1s);  // "killed": says nothing until rank 0 has given up
+            return Status::io("killed");
+          }
+          return write_shard(w, r);
+        },
+        nullptr);
   });
   ASSERT_FALSE(st[0].ok());
   EXPECT_EQ(st[0].message(),
@@ -170,10 +178,13 @@ TEST(CheckpointGroup, AFailedShardFailsEveryRankAtOnce) {
   auto st = run_ranks(3, [&](int r) {
     CheckpointDir dir(t.path + "/ck");
     CheckpointGroup g(store, r, 3, "h", 60000ms);  // would hang for a minute if the failure were not told
-    return g.save(dir, 5, false, 0, [&](CheckpointWriter& w) -> Status {
-      if (r == 2) return Status::io("disk full on rank 2");
-      return write_shard(w, r);
-    }, nullptr);
+    return g.save(
+        dir, 5, false, 0,
+        [&](CheckpointWriter& w) -> Status {
+          if (r == 2) return Status::io("disk full on rank 2");
+          return write_shard(w, r);
+        },
+        nullptr);
   });
   EXPECT_EQ(st[0].message(), "checkpoint of step 5 not committed: rank 2 failed: disk full on rank 2");
   EXPECT_EQ(st[1].message(), "checkpoint of step 5 not committed: rank 2 failed: disk full on rank 2");
@@ -191,11 +202,13 @@ TEST(CheckpointGroup, APeerListingAFileOutsideItsShardCommitsNothing) {
     std::thread peer([&] {  // rank 1, by hand
       std::string v;
       (void)store.get("hydro/1/staging", 5000ms, &v);
-      (void)store.set("hydro/1/durable/1", "{\"code\":\"ok\",\"message\":\"\",\"body\":{\"committer\":0,\"files\":[[\"" +
-                                              bad + "\",1,2]]}}");
+      (void)store.set(
+          "hydro/1/durable/1",
+          "{\"code\":\"ok\",\"message\":\"\",\"body\":{\"committer\":0,\"files\":[[\"" + bad + "\",1,2]]}}");
     });
     CheckpointDir dir(t.path + "/ck");
-    Status s = g.save(dir, 7, false, 0, [&](CheckpointWriter& w) { return write_shard(w, 0); }, nullptr);
+    Status s = g.save(
+        dir, 7, false, 0, [&](CheckpointWriter& w) { return write_shard(w, 0); }, nullptr);
     peer.join();
     EXPECT_EQ(s.message(), "checkpoint of step 7 not committed: rank 1 listed a file outside its shard: '" + bad + "'");
     EXPECT_EQ(latest_of(t.path + "/ck"), "");
@@ -210,7 +223,8 @@ TEST(CheckpointGroup, UnsharedDirectoriesGetACompleteCheckpointPerNode) {
   auto st = run_ranks(3, [&](int r) {
     CheckpointDir dir(root_of(r));
     CheckpointGroup g(store, r, 3, r == 0 ? "a" : "b", 5000ms);
-    Status s = g.save(dir, 30, false, 0, [&](CheckpointWriter& w) { return write_shard(w, r); }, nullptr);
+    Status s = g.save(
+        dir, 30, false, 0, [&](CheckpointWriter& w) { return write_shard(w, r); }, nullptr);
     if (!s.ok()) return s;
     // Every rank can load step 30 from its own node; node b also has an older step 20.
     std::set<int64_t> loadable = r == 0 ? std::set<int64_t>{30} : std::set<int64_t>{20, 30};
@@ -219,8 +233,9 @@ TEST(CheckpointGroup, UnsharedDirectoriesGetACompleteCheckpointPerNode) {
     return step == 30 ? Status::OK() : Status::io("agreed on " + std::to_string(step));
   });
   for (int r = 0; r < 3; ++r) ASSERT_TRUE(st[r].ok()) << r << ": " << st[r].to_string();
-  for (auto [root, shards] : {std::pair<std::string, std::set<std::string>>{t.path + "/a", {"rank-0/model.pt", "rank-0/rng.pt"}},
-                              {t.path + "/b", {"rank-1/model.pt", "rank-1/rng.pt", "rank-2/model.pt", "rank-2/rng.pt"}}}) {
+  for (auto [root, shards] :
+       {std::pair<std::string, std::set<std::string>>{t.path + "/a", {"rank-0/model.pt", "rank-0/rng.pt"}},
+        {t.path + "/b", {"rank-1/model.pt", "rank-1/rng.pt", "rank-2/model.pt", "rank-2/rng.pt"}}}) {
     CheckpointDir dir(root);
     Manifest m;
     Status v = dir.verify("step-000000000030", &m);
@@ -295,7 +310,8 @@ std::vector<ResumeChoice> choose_on_nodes(const std::vector<std::set<int64_t>>& 
     s.checkpoint_dir = dir.root();
     if (!held[r].empty()) s.resume_from = dir.root() + "/" + CheckpointDir::name_for(*held[r].rbegin());
     CheckpointGroup g(store, r, world, "node" + std::to_string(r), 5000ms);
-    return choose_resume(posix_fs(), s, &g, [](const std::string&) {}, &out[r]);
+    return choose_resume(
+        posix_fs(), s, &g, [](const std::string&) {}, &out[r]);
   });
   for (int r = 0; r < world; ++r) EXPECT_TRUE(st[r].ok()) << r << ": " << st[r].to_string();
   return out;
@@ -329,14 +345,18 @@ TEST(ResumeChoice, ARankAloneTakesHydroLaunchsChoiceAndVerifiesIt) {
   s.checkpoint_dir = t.path;
   s.resume_from = t.path + "/step-000000000010/";
   ResumeChoice c;
-  ASSERT_TRUE(choose_resume(posix_fs(), s, nullptr, [](const std::string&) {}, &c).ok());
+  ASSERT_TRUE(choose_resume(
+                  posix_fs(), s, nullptr, [](const std::string&) {}, &c)
+                  .ok());
   EXPECT_EQ(c.manifest.step, 10);
   {
     std::fstream f(t.path + "/step-000000000010/optimizer.pt", std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(500);
     f.put('X');
   }
-  EXPECT_FALSE(choose_resume(posix_fs(), s, nullptr, [](const std::string&) {}, &c).ok());
+  EXPECT_FALSE(choose_resume(
+                   posix_fs(), s, nullptr, [](const std::string&) {}, &c)
+                   .ok());
 }
 
 }  // namespace
@@ -354,7 +374,8 @@ TEST(CheckpointGroup, AMalformedMessageFromAPeerCommitsNothingAndNamesIt) {
     (void)store.set("hydro/1/durable/1", "!disk full");
   });
   CheckpointDir dir(t.path + "/ck");
-  Status s = g.save(dir, 7, false, 0, [&](CheckpointWriter& w) { return write_shard(w, 0); }, nullptr);
+  Status s = g.save(
+      dir, 7, false, 0, [&](CheckpointWriter& w) { return write_shard(w, 0); }, nullptr);
   peer.join();
   EXPECT_EQ(s.code(), Code::corruption);
   EXPECT_EQ(s.message(), "checkpoint of step 7 not committed: rank 1 sent a malformed message");
@@ -380,7 +401,8 @@ TEST(CheckpointGroup, ACommitOfUncertainDurabilityReachesThePeersAsSuch) {
   });
   CheckpointDir dir(t.path + "/ck");
   CheckpointInfo info;
-  Status s = g.save(dir, 7, false, 0, [&](CheckpointWriter& w) { return write_shard(w, 1); }, &info);
+  Status s = g.save(
+      dir, 7, false, 0, [&](CheckpointWriter& w) { return write_shard(w, 1); }, &info);
   rank0.join();
   EXPECT_EQ(s.code(), Code::durability_uncertain);
   EXPECT_EQ(s.message(), "fsync of the root failed");

@@ -118,21 +118,32 @@ TEST(CheckpointDir, ARootOthersCanWriteToIsRefusedForSavingAndResuming) {
   }
   ASSERT_EQ(::chmod(root.c_str(), 0770), 0);
   Status s = CheckpointDir(root).open();
-  EXPECT_EQ(s.message(), "checkpoint directory " + root + " has mode 0770: other users could plant a checkpoint "
-                         "that the job loads; refusing it (chmod go-w " + root + ")");
+  EXPECT_EQ(s.message(), "checkpoint directory " + root +
+                             " has mode 0770: other users could plant a checkpoint "
+                             "that the job loads; refusing it (chmod go-w " +
+                             root + ")");
   Settings settings;
   settings.checkpoint_dir = root;
   ResumeChoice c;
-  EXPECT_EQ(choose_resume(posix_fs(), settings, nullptr, [](const std::string&) {}, &c).message(), s.message());
+  EXPECT_EQ(choose_resume(
+                posix_fs(), settings, nullptr, [](const std::string&) {}, &c)
+                .message(),
+            s.message());
   settings.resume_from = root + "/step-000000000005";
-  EXPECT_EQ(choose_resume(posix_fs(), settings, nullptr, [](const std::string&) {}, &c).message(), s.message());
+  EXPECT_EQ(choose_resume(
+                posix_fs(), settings, nullptr, [](const std::string&) {}, &c)
+                .message(),
+            s.message());
   ASSERT_EQ(::chmod(root.c_str(), 0700), 0);
-  EXPECT_TRUE(choose_resume(posix_fs(), settings, nullptr, [](const std::string&) {}, &c).ok());
+  EXPECT_TRUE(choose_resume(
+                  posix_fs(), settings, nullptr, [](const std::string&) {}, &c)
+                  .ok());
 
   ASSERT_EQ(::chmod(t.path.c_str(), 0777), 0);  // a parent anyone may rename things in
   s = CheckpointDir(root).open();
-  EXPECT_EQ(s.message(), "checkpoint directory " + root + ": " + t.path + " above it is writable by everyone without "
-                         "the sticky bit (mode 0777), so anyone could replace the directory; refusing it");
+  EXPECT_EQ(s.message(), "checkpoint directory " + root + ": " + t.path +
+                             " above it is writable by everyone without "
+                             "the sticky bit (mode 0777), so anyone could replace the directory; refusing it");
   ASSERT_EQ(::chmod(t.path.c_str(), 01777), 0);  // like /tmp: fine
   EXPECT_TRUE(CheckpointDir(root).open().ok());
   ASSERT_EQ(::chmod(t.path.c_str(), 0700), 0);
@@ -140,8 +151,10 @@ TEST(CheckpointDir, ARootOthersCanWriteToIsRefusedForSavingAndResuming) {
   if (::geteuid() == 0) {
     ASSERT_EQ(::chown(root.c_str(), 65534, 65534), 0);
     s = CheckpointDir(root).open();
-    EXPECT_EQ(s.message(), "checkpoint directory " + root + " is owned by uid 65534, not by uid 0 who runs the job: its "
-                           "owner could plant a checkpoint that the job loads; refusing it (give a directory of your own)");
+    EXPECT_EQ(s.message(),
+              "checkpoint directory " + root +
+                  " is owned by uid 65534, not by uid 0 who runs the job: its "
+                  "owner could plant a checkpoint that the job loads; refusing it (give a directory of your own)");
   }
 }
 

@@ -51,7 +51,8 @@ class CrashFs : public Fs {
   // One directory change not yet durable: it is once each of `dirs` has been fsynced after it.
   struct Pending {
     enum Kind { created, renamed, removed } kind;
-    std::string path, from, saved;  // created: path; renamed: from -> path (saved: what it replaced); removed: path -> saved
+    std::string path, from,
+        saved;  // created: path; renamed: from -> path (saved: what it replaced); removed: path -> saved
     std::set<std::string> dirs;
   };
   std::string stash(const std::string& path);  // moves `path` into scratch; returns where

@@ -25,8 +25,12 @@ TEST(DistEnv, OneRankWithAnEmptyEnvironment) {
 
 TEST(DistEnv, SlurmStepOnOneNode) {
   DistEnv d;
-  ASSERT_TRUE(parse({{"SLURM_PROCID", "1"}, {"SLURM_STEP_NUM_TASKS", "2"}, {"SLURM_NTASKS", "2"}, {"SLURM_LOCALID", "1"},
-                     {"SLURM_STEP_NUM_NODES", "1"}, {"SLURM_JOB_ID", "20007"}},
+  ASSERT_TRUE(parse({{"SLURM_PROCID", "1"},
+                     {"SLURM_STEP_NUM_TASKS", "2"},
+                     {"SLURM_NTASKS", "2"},
+                     {"SLURM_LOCALID", "1"},
+                     {"SLURM_STEP_NUM_NODES", "1"},
+                     {"SLURM_JOB_ID", "20007"}},
                     &d)
                   .ok());
   EXPECT_EQ(d.rank, 1);
@@ -44,8 +48,13 @@ TEST(DistEnv, ABatchScriptIsOneRankEvenUnderSbatchWithTwoTasks) {
 
 TEST(DistEnv, TorchrunVariablesWinOverSlurms) {
   DistEnv d;
-  ASSERT_TRUE(parse({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "0"}, {"MASTER_ADDR", "node7"},
-                     {"MASTER_PORT", "1234"}, {"SLURM_PROCID", "0"}, {"SLURM_STEP_NUM_TASKS", "1"}},
+  ASSERT_TRUE(parse({{"RANK", "3"},
+                     {"WORLD_SIZE", "4"},
+                     {"LOCAL_RANK", "0"},
+                     {"MASTER_ADDR", "node7"},
+                     {"MASTER_PORT", "1234"},
+                     {"SLURM_PROCID", "0"},
+                     {"SLURM_STEP_NUM_TASKS", "1"}},
                     &d)
                   .ok());
   EXPECT_EQ(d.rank, 3);
@@ -57,7 +66,8 @@ TEST(DistEnv, TorchrunVariablesWinOverSlurms) {
 TEST(DistEnv, BadValuesNameTheVariable) {
   DistEnv d;
   EXPECT_EQ(parse({{"SLURM_STEP_NUM_TASKS", "two"}}, &d).message(), "SLURM_STEP_NUM_TASKS='two' is not a whole number");
-  EXPECT_EQ(parse({{"SLURM_STEP_NUM_TASKS", "0"}}, &d).message(), "SLURM_STEP_NUM_TASKS=0 is out of range [1, 1048576]");
+  EXPECT_EQ(parse({{"SLURM_STEP_NUM_TASKS", "0"}}, &d).message(),
+            "SLURM_STEP_NUM_TASKS=0 is out of range [1, 1048576]");
   EXPECT_EQ(parse({{"RANK", "2"}, {"WORLD_SIZE", "2"}}, &d).message(), "RANK=2 is not below WORLD_SIZE=2");
   EXPECT_EQ(parse({{"MASTER_PORT", "70000"}}, &d).message(), "MASTER_PORT=70000 is out of range [1, 65534]");
   // The store takes MASTER_PORT + 1: 65535 would wrap it to port 0.

@@ -17,13 +17,13 @@ namespace hydro::test {
 class FaultFs : public Fs {
  public:
   explicit FaultFs(Fs& real = posix_fs()) : real_(real) {}
-  int fail_write_at = -1;        // the Nth append (0-based) fails with ENOSPC
-  int fail_sync_at = -1;         // the Nth file fsync fails with EIO
-  int fail_dir_sync_at = -1;     // the Nth directory fsync fails with EIO
+  int fail_write_at = -1;     // the Nth append (0-based) fails with ENOSPC
+  int fail_sync_at = -1;      // the Nth file fsync fails with EIO
+  int fail_dir_sync_at = -1;  // the Nth directory fsync fails with EIO
   int writes = 0, syncs = 0, dir_syncs = 0;
-  std::string fail_read_of;      // reading this file fails with EIO (a disk or NFS hiccup)
-  std::string fail_list_of;      // listing this directory fails with EIO
-  std::string fail_remove_of;    // removing this tree fails with EIO
+  std::string fail_read_of;           // reading this file fails with EIO (a disk or NFS hiccup)
+  std::string fail_list_of;           // listing this directory fails with EIO
+  std::string fail_remove_of;         // removing this tree fails with EIO
   int fail_rename_noreplace_at = -1;  // the Nth no-replace rename (0-based) fails with EIO
   int renames_noreplace = 0;
   std::function<void(const std::string&)> on_new_writable;  // called first, with the path

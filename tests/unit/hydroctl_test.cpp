@@ -60,7 +60,8 @@ TEST(HydroctlStatus, ListsVerifiedCorruptAndLatest) {
   EXPECT_EQ(header.substr(0, 4), "STEP");
   EXPECT_EQ(first.substr(0, 2), "10");
   EXPECT_NE(first.find("CORRUPT"), std::string::npos) << table;
-  EXPECT_EQ(why, "    checkpoint file " + t.path + "/step-000000000010/model.pt: size 3, manifest says 100 (truncated?)");
+  EXPECT_EQ(why,
+            "    checkpoint file " + t.path + "/step-000000000010/model.pt: size 3, manifest says 100 (truncated?)");
   EXPECT_EQ(second.substr(0, 2), "20");
   EXPECT_NE(second.find("verified <- latest"), std::string::npos) << table;
 }
@@ -113,8 +114,8 @@ TEST(Hydroctl, AnotherUsersProcessIsRefused) {
   }
   Output o = run("runuser -u nobody -- " + bin + " pause --pid " + std::to_string(victim));
   EXPECT_EQ(o.code, 1);
-  EXPECT_EQ(o.text, "hydroctl: process " + std::to_string(victim) +
-                        " belongs to uid 0; only its owner or root may pause it\n");
+  EXPECT_EQ(o.text,
+            "hydroctl: process " + std::to_string(victim) + " belongs to uid 0; only its owner or root may pause it\n");
   ::kill(victim, SIGKILL);
   ::waitpid(victim, nullptr, 0);
 }
@@ -141,7 +142,8 @@ TEST(HydroctlJob, ParsesTheOwnerFromScontrol) {
   EXPECT_EQ(o.user, "alice");
   EXPECT_EQ(o.uid, 1001u);
   // A job named to look like another owner does not pass for it.
-  ASSERT_TRUE(ctl::parse_job_owner("JobId=8 JobName=UserId=root(0)\n   UserId=mallory(1002) GroupId=m(1002)\n", "8", &o).ok());
+  ASSERT_TRUE(
+      ctl::parse_job_owner("JobId=8 JobName=UserId=root(0)\n   UserId=mallory(1002) GroupId=m(1002)\n", "8", &o).ok());
   EXPECT_EQ(o.user, "mallory");
   EXPECT_EQ(o.uid, 1002u);
   EXPECT_EQ(ctl::parse_job_owner("slurm_load_jobs error: Invalid job id specified\n", "7", &o).message(),
@@ -190,10 +192,11 @@ TEST(HydroctlSignals, TheVerbsSendWhatTheJobsSignalMapNames) {
   pid_t child = ::fork();
   if (child == 0) {
     ::setenv("HYDRO_SIGNALS", "pause=TSTP,PWR", 1);
-    ::execl("/bin/bash", "bash", "-c",
-            ("trap 'echo pwr > " + t.path + "/log; exit 0' PWR; touch " + t.path + "/ready; while :; do sleep 0.01; done")
-                .c_str(),
-            static_cast<char*>(nullptr));
+    ::execl(
+        "/bin/bash", "bash", "-c",
+        ("trap 'echo pwr > " + t.path + "/log; exit 0' PWR; touch " + t.path + "/ready; while :; do sleep 0.01; done")
+            .c_str(),
+        static_cast<char*>(nullptr));
     ::_exit(127);
   }
   ASSERT_TRUE(test::eventually([&] { return posix_fs().exists(t.path + "/ready"); }));

@@ -92,8 +92,9 @@ TEST(JobDir, AUserNameThatIsNotADirectoryNameIsRefused) {
   test::TempDir t;
   std::string out;
   EXPECT_EQ(make_job_dir(t.path + "/%u/%j", "..", 1001, 42, &out).message(),
-            "checkpoint directory from the template '" + t.path + "/%u/%j': component '%u' expands to '..', "
-            "not a directory name");
+            "checkpoint directory from the template '" + t.path +
+                "/%u/%j': component '%u' expands to '..', "
+                "not a directory name");
 }
 
 }  // namespace

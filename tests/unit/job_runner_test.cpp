@@ -134,7 +134,8 @@ TEST_F(JobRunnerTest, InitOnceEpochsUntilTheLimiterExitOnceAndEveryEpochEndCheck
   EXPECT_EQ(m.epoch, 3) << "an epoch-end checkpoint records the next epoch";
   std::ifstream in(progress.metrics_file);
   int epoch_lines = 0;
-  for (std::string line; std::getline(in, line);) epoch_lines += line.find(R"("event":"epoch_end")") != std::string::npos;
+  for (std::string line; std::getline(in, line);)
+    epoch_lines += line.find(R"("event":"epoch_end")") != std::string::npos;
   EXPECT_EQ(epoch_lines, 3);
 }
 
@@ -240,9 +241,9 @@ TEST_F(JobRunnerTest, ThreeSigtermsThenResumesEndBitForBitEqualToAnUninterrupted
   for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(same_bits(got[i], want[i])) << "parameter " << i;
   ASSERT_EQ(got_history.size(), want_history.size());
   for (size_t e = 0; e < got_history.size(); ++e) {
-    EXPECT_TRUE(got_history[e] == want_history[e]) << "epoch " << e << " loss mean "
-                                                    << got_history[e].metrics.at("loss").mean() << " vs "
-                                                    << want_history[e].metrics.at("loss").mean();
+    EXPECT_TRUE(got_history[e] == want_history[e])
+        << "epoch " << e << " loss mean " << got_history[e].metrics.at("loss").mean() << " vs "
+        << want_history[e].metrics.at("loss").mean();
     EXPECT_EQ(got_history[e].metrics.at("loss").count, kStepsPerEpoch);
   }
 }
@@ -285,8 +286,10 @@ TEST_F(JobRunnerTest, MisuseThrowsNamingTheCall) {
             "hydro: invalid argument: the Job has no stop condition: call epoch_limiter(n) or stop_when(...)");
   Job empty;
   empty.epoch_limiter(1);
-  EXPECT_EQ(thrown_by([&] { runner.run(empty); }), "hydro: invalid argument: Job::epoch is not set: it runs one epoch's steps");
-  EXPECT_EQ(thrown_by([&] { empty.epoch_limiter(-1); }), "hydro: invalid argument: Job::epoch_limiter(-1): must be >= 0");
+  EXPECT_EQ(thrown_by([&] { runner.run(empty); }),
+            "hydro: invalid argument: Job::epoch is not set: it runs one epoch's steps");
+  EXPECT_EQ(thrown_by([&] { empty.epoch_limiter(-1); }),
+            "hydro: invalid argument: Job::epoch_limiter(-1): must be >= 0");
   EXPECT_EQ(thrown_by([&] { JobRunner second(p.rt, quiet()); }),
             "hydro: invalid argument: track(): 'hydro_job' is tracked twice");
   Job skips;
@@ -349,8 +352,9 @@ TEST(AllReduceMetrics, DifferentNamesThrowOnEveryRankNamingBoth) {
     threads.emplace_back([&, r] { err[r] = thrown_by([&] { all_reduce_metrics(*groups[r], local[r]); }); });
   for (auto& t : threads) t.join();
   for (int r = 0; r < 2; ++r)
-    EXPECT_EQ(err[r], "hydro: all_reduce_metrics: rank 0 has the metrics {loss}, rank 1 has {acc, loss}: every rank "
-                      "must add() the same names in an epoch");
+    EXPECT_EQ(err[r],
+              "hydro: all_reduce_metrics: rank 0 has the metrics {loss}, rank 1 has {acc, loss}: every rank "
+              "must add() the same names in an epoch");
 }
 
 }  // namespace

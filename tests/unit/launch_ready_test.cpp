@@ -57,9 +57,13 @@ TEST(LaunchReady, NeverWritesIntoADescriptorThatIsNotThatPipesWriteEnd) {
   struct Case {
     std::string fd, ino;
   };
-  std::vector<Case> cases = {{"", ino},          {"x", ino},        {"2", ino},
-                             {"-5", ino},        {"12abc", ino},    {std::to_string(p[1]), ""},
-                             {std::to_string(p[0]), ino},  // the read end
+  std::vector<Case> cases = {{"", ino},
+                             {"x", ino},
+                             {"2", ino},
+                             {"-5", ino},
+                             {"12abc", ino},
+                             {std::to_string(p[1]), ""},
+                             {std::to_string(p[0]), ino},       // the read end
                              {std::to_string(other[1]), ino}};  // a reused number: another pipe
   for (const auto& c : cases) {
     ::setenv(kLaunchReadyEnv, c.fd.c_str(), 1);

@@ -44,15 +44,17 @@ TEST(ExitDecision, AWatchdogExpiryRequeuesUpToMaxRestarts) {
   auto d = launcher::decide_watchdog_exit(hang, false, true, /*restart_count=*/0, /*max_restarts=*/3);
   EXPECT_TRUE(d.requeue);
   EXPECT_EQ(d.exit_code, kExitRequeue);
-  EXPECT_EQ(d.why, "watchdog expired: pid 12 scope 'step' hung and was killed; requeueing the job (restart 1 of "
-                   "--max-restarts 3)");
+  EXPECT_EQ(d.why,
+            "watchdog expired: pid 12 scope 'step' hung and was killed; requeueing the job (restart 1 of "
+            "--max-restarts 3)");
   d = launcher::decide_watchdog_exit(hang, false, true, 2, 3);
   EXPECT_TRUE(d.requeue);
   d = launcher::decide_watchdog_exit(hang, false, true, 3, 3);
   EXPECT_FALSE(d.requeue);
   EXPECT_EQ(d.exit_code, kExitWatchdog);
-  EXPECT_EQ(d.why, "watchdog expired: pid 12 scope 'step' hung and was killed; not requeueing: the job has been "
-                   "restarted 3 times (SLURM_RESTART_COUNT) and --max-restarts is 3");
+  EXPECT_EQ(d.why,
+            "watchdog expired: pid 12 scope 'step' hung and was killed; not requeueing: the job has been "
+            "restarted 3 times (SLURM_RESTART_COUNT) and --max-restarts is 3");
   d = launcher::decide_watchdog_exit(hang, false, true, 0, 0);
   EXPECT_FALSE(d.requeue) << "--max-restarts 0 never requeues";
   d = launcher::decide_watchdog_exit(hang, /*terminating=*/true, true, 0, 3);
@@ -61,8 +63,9 @@ TEST(ExitDecision, AWatchdogExpiryRequeuesUpToMaxRestarts) {
   d = launcher::decide_watchdog_exit(hang, false, /*in_slurm_job=*/false, 0, 3);
   EXPECT_FALSE(d.requeue);
   EXPECT_EQ(d.exit_code, kExitRequeue);
-  EXPECT_EQ(d.why, "watchdog expired: pid 12 scope 'step' hung and was killed; not in a Slurm job, so nothing to "
-                   "requeue (exit status 75 asks to be run again)");
+  EXPECT_EQ(d.why,
+            "watchdog expired: pid 12 scope 'step' hung and was killed; not in a Slurm job, so nothing to "
+            "requeue (exit status 75 asks to be run again)");
 }
 
 TEST(ExitDecision, SlurmRestartCount) {
@@ -85,8 +88,8 @@ struct LaunchResult {
   std::string err;
 };
 
-LaunchResult run_launcher(const std::vector<std::string>& args, const std::vector<std::string>& env, const std::string& dir,
-                 int send_signal = 0) {
+LaunchResult run_launcher(const std::vector<std::string>& args, const std::vector<std::string>& env,
+                          const std::string& dir, int send_signal = 0) {
   std::string err_path = dir + "/launcher.err";
   pid_t pid = test::spawn_launcher(args, env, err_path);
   if (send_signal) {
@@ -141,9 +144,11 @@ TEST(Launcher, ForwardsSignalsToTheProgram) {
 TEST(Launcher, AnEarlyPauseWaitsBlockedInTheProgramInsteadOfKillingIt) {
   test::TempDir t;
   // bash keeps the mask it starts with: the pause stays pending there.
-  const std::string script = "touch " + t.path + "/ready; sleep 0.3; grep -E '^(ShdPnd|SigBlk|SigIgn)' /proc/$$/status > " +
-                             t.path + "/status";
-  LaunchResult r = run_launcher({"--", "/bin/bash", "-c", script}, {"SLURM_JOB_ID=", "HYDRO_PAUSE=on"}, t.path, SIGUSR1);
+  const std::string script = "touch " + t.path +
+                             "/ready; sleep 0.3; grep -E '^(ShdPnd|SigBlk|SigIgn)' /proc/$$/status > " + t.path +
+                             "/status";
+  LaunchResult r =
+      run_launcher({"--", "/bin/bash", "-c", script}, {"SLURM_JOB_ID=", "HYDRO_PAUSE=on"}, t.path, SIGUSR1);
   ASSERT_TRUE(WIFEXITED(r.status)) << r.err;
   EXPECT_EQ(WEXITSTATUS(r.status), 0) << r.err;
   EXPECT_NE(r.err.find("forwarding SIGUSR1 to pid"), std::string::npos) << r.err;
@@ -156,8 +161,8 @@ TEST(Launcher, AnEarlyPauseWaitsBlockedInTheProgramInsteadOfKillingIt) {
   EXPECT_EQ(pending & usr1, usr1) << st;
   // dash (/bin/sh, as `sbatch --wrap` runs) clears its mask at start: there it is ignored.
   ::unlink((t.path + "/ready").c_str());
-  r = run_launcher({"--", "/bin/sh", "-c", "touch " + t.path + "/ready; sleep 0.3"}, {"SLURM_JOB_ID=", "HYDRO_PAUSE=on"},
-                   t.path, SIGUSR1);
+  r = run_launcher({"--", "/bin/sh", "-c", "touch " + t.path + "/ready; sleep 0.3"},
+                   {"SLURM_JOB_ID=", "HYDRO_PAUSE=on"}, t.path, SIGUSR1);
   ASSERT_TRUE(WIFEXITED(r.status)) << r.err;
   EXPECT_EQ(WEXITSTATUS(r.status), 0) << r.err;
 }
@@ -185,9 +190,11 @@ std::string fake_scontrol(const std::string& dir, const std::string& preempt = "
   const std::string path = dir + "/scontrol";
   {
     std::ofstream f(path);
-    f << "#!/bin/sh\nif [ \"$1\" = show ]; then echo '   JobState=RUNNING'; echo '   PreemptEligibleTime=2026-11-23T05:47:01 "
+    f << "#!/bin/sh\nif [ \"$1\" = show ]; then echo '   JobState=RUNNING'; echo '   "
+         "PreemptEligibleTime=2026-11-23T05:47:01 "
          "PreemptTime="
-      << preempt << "'; echo '   StartTime=2026-11-23T05:40:00 EndTime=" << end << " Deadline=N/A'; exit 0; fi\necho \"$@\" > " << dir << "/scontrol.args\n";
+      << preempt << "'; echo '   StartTime=2026-11-23T05:40:00 EndTime=" << end
+      << " Deadline=N/A'; exit 0; fi\necho \"$@\" > " << dir << "/scontrol.args\n";
   }
   ::chmod(path.c_str(), 0755);
   return path;
@@ -205,7 +212,7 @@ TEST(Launcher, RequeueSignalAsksForACheckpointThenRequeuesTheJob) {
   const std::string fake = fake_scontrol(t.path);
   const std::string script = exits_75_on_term(t.path);
   LaunchResult r = run_launcher({"--requeue-signal", "USR1", "--scontrol", fake, "--", "/bin/sh", "-c", script},
-                       {"SLURM_JOB_ID=4242"}, t.path, SIGUSR1);
+                                {"SLURM_JOB_ID=4242"}, t.path, SIGUSR1);
   EXPECT_EQ(WEXITSTATUS(r.status), kExitRequeue) << r.err;
   EXPECT_EQ(slurp(t.path + "/scontrol.args"), "requeue 4242\n");
   EXPECT_NE(r.err.find("job 4242 requeued"), std::string::npos) << r.err;
@@ -220,11 +227,14 @@ TEST(Launcher, ARequeueSignalBeforeTheRuntimeIsUpIsHeldUntilItIs) {
   LaunchResult r = run_launcher({"--requeue-signal", "USR1", "--scontrol", fake, "--", "/bin/sh", "-c", script},
                                 {"SLURM_JOB_ID=4242"}, t.path, SIGUSR1);
   EXPECT_EQ(WEXITSTATUS(r.status), kExitRequeue) << r.err;
-  EXPECT_NE(r.err.find("SIGUSR1: the program's hydro runtime is not up yet; asking it to checkpoint and exit once it is"),
-            std::string::npos)
+  EXPECT_NE(
+      r.err.find("SIGUSR1: the program's hydro runtime is not up yet; asking it to checkpoint and exit once it is"),
+      std::string::npos)
       << r.err;
-  EXPECT_NE(r.err.find("the program's hydro runtime is up: asking it to checkpoint and exit (SIGTERM), then requeueing the job"),
-            std::string::npos)
+  EXPECT_NE(
+      r.err.find(
+          "the program's hydro runtime is up: asking it to checkpoint and exit (SIGTERM), then requeueing the job"),
+      std::string::npos)
       << r.err;
   EXPECT_EQ(slurp(t.path + "/scontrol.args"), "requeue 4242\n");
 }
@@ -233,9 +243,10 @@ TEST(Launcher, ARequeueSignalBeforeTheRuntimeIsUpIsHeldUntilItIs) {
 // hydro-launch forwards, and its checkpoint_exit is what it asks a checkpoint-and-exit with.
 TEST(Launcher, FollowsTheJobsSignalMap) {
   test::TempDir t;
-  std::string script = "trap 'echo got-pwr > " + t.path + "/got; exit 0' PWR; touch " + t.path +
-                       "/ready; while :; do sleep 0.01; done";
-  LaunchResult r = run_launcher({"--", "/bin/bash", "-c", script}, {"SLURM_JOB_ID=", "HYDRO_SIGNALS=pause=PWR"}, t.path, SIGPWR);
+  std::string script =
+      "trap 'echo got-pwr > " + t.path + "/got; exit 0' PWR; touch " + t.path + "/ready; while :; do sleep 0.01; done";
+  LaunchResult r =
+      run_launcher({"--", "/bin/bash", "-c", script}, {"SLURM_JOB_ID=", "HYDRO_SIGNALS=pause=PWR"}, t.path, SIGPWR);
   EXPECT_EQ(WEXITSTATUS(r.status), 0) << r.err;
   EXPECT_EQ(slurp(t.path + "/got"), "got-pwr\n");
   EXPECT_NE(r.err.find("forwarding SIGPWR to pid"), std::string::npos) << r.err;
@@ -279,12 +290,14 @@ TEST(Launcher, TermOfAPreemptionIsTurnedIntoARequeueOnceTheProgramHasCheckpointe
 TEST(Launcher, ItsOwnRequeuesStopAtMaxRestarts) {
   test::TempDir t;
   const std::string fake = fake_scontrol(t.path);
-  LaunchResult r = run_launcher({"--requeue-signal", "USR1", "--scontrol", fake, "--", "/bin/sh", "-c", exits_75_on_term(t.path)},
-                                {"SLURM_JOB_ID=4242", "SLURM_RESTART_COUNT=2", "HYDRO_MAX_RESTARTS=2"}, t.path, SIGUSR1);
+  LaunchResult r =
+      run_launcher({"--requeue-signal", "USR1", "--scontrol", fake, "--", "/bin/sh", "-c", exits_75_on_term(t.path)},
+                   {"SLURM_JOB_ID=4242", "SLURM_RESTART_COUNT=2", "HYDRO_MAX_RESTARTS=2"}, t.path, SIGUSR1);
   EXPECT_EQ(WEXITSTATUS(r.status), kExitRequeue) << r.err;
   EXPECT_FALSE(posix_fs().exists(t.path + "/scontrol.args")) << "requeued past --max-restarts";
-  EXPECT_NE(r.err.find("not requeueing: the job has been restarted 2 times (SLURM_RESTART_COUNT) and --max-restarts is 2"),
-            std::string::npos)
+  EXPECT_NE(
+      r.err.find("not requeueing: the job has been restarted 2 times (SLURM_RESTART_COUNT) and --max-restarts is 2"),
+      std::string::npos)
       << r.err;
 }
 
@@ -301,9 +314,9 @@ TEST(Launcher, TimeLimitMarginAsksForACheckpointThenRequeuesTheJob) {
   test::TempDir t;
   // The job ends 5 s from now; 2 s before that hydro-launch acts, with no signal from anyone.
   const std::string fake = fake_scontrol(t.path, "None", slurm_time(std::time(nullptr) + 5));
-  LaunchResult r = run_launcher({"--time-limit-margin", "2", "--scontrol", fake, "--", "/bin/sh", "-c",
-                                 exits_75_on_term(t.path)},
-                                {"SLURM_JOB_ID=4242"}, t.path);
+  LaunchResult r =
+      run_launcher({"--time-limit-margin", "2", "--scontrol", fake, "--", "/bin/sh", "-c", exits_75_on_term(t.path)},
+                   {"SLURM_JOB_ID=4242"}, t.path);
   EXPECT_EQ(WEXITSTATUS(r.status), kExitRequeue) << r.err;
   EXPECT_EQ(slurp(t.path + "/scontrol.args"), "requeue 4242\n");
   EXPECT_NE(r.err.find("time limit: --time-limit-margin 2 s before the job's end: asking the program to checkpoint "

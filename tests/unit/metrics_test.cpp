@@ -49,7 +49,8 @@ TEST(Metrics, MergeOfDifferentNamesNamesTheMetricAndChangesNothing) {
   const MetricsTracker before = a;
   Status st = a.merge(tracker({{"loss", 2.0}}));
   EXPECT_EQ(st.code(), Code::invalid_argument);
-  EXPECT_EQ(st.message(), "merging metrics: 'acc' is missing from the other tracker: every rank must add() the same names");
+  EXPECT_EQ(st.message(),
+            "merging metrics: 'acc' is missing from the other tracker: every rank must add() the same names");
   EXPECT_TRUE(a == before);
   st = a.merge(tracker({{"loss", 2.0}, {"acc", 1.0}, {"top5", 1.0}}));
   EXPECT_EQ(st.message(), "merging metrics: 'top5' is only in the other tracker: every rank must add() the same names");
@@ -57,8 +58,13 @@ TEST(Metrics, MergeOfDifferentNamesNamesTheMetricAndChangesNothing) {
 }
 
 TEST(Metrics, SerializationRoundTripsBitForBitIncludingNonFiniteValues) {
-  MetricsTracker m = tracker({{"loss", 0.1}, {"loss", 1.0 / 3}, {"loss", 1e-300}, {"big", 1e300},
-                              {"inf", HUGE_VAL}, {"ninf", -HUGE_VAL}, {"nan", std::nan("")}});
+  MetricsTracker m = tracker({{"loss", 0.1},
+                              {"loss", 1.0 / 3},
+                              {"loss", 1e-300},
+                              {"big", 1e300},
+                              {"inf", HUGE_VAL},
+                              {"ninf", -HUGE_VAL},
+                              {"nan", std::nan("")}});
   const std::string text = m.serialize();
   MetricsTracker back;
   ASSERT_TRUE(MetricsTracker::parse(text, "test", &back).ok());
@@ -114,8 +120,10 @@ TEST(JobStateRecord, ParseRejectsBadInputWithExactMessages) {
   const std::pair<const char*, const char*> cases[] = {
       {"", "f: not JSON (syntax error at byte 1)"},
       {R"({"format":"hydro-job/0"})", "f: format is not hydro-job/1"},
-      {R"({"format":"hydro-job/1","metrics":{},"history":[]})", "f: 'epoch_start_step' is missing or not a whole number >= 0"},
-      {R"({"format":"hydro-job/1","epoch_start_step":-1})", "f: 'epoch_start_step' is missing or not a whole number >= 0"},
+      {R"({"format":"hydro-job/1","metrics":{},"history":[]})",
+       "f: 'epoch_start_step' is missing or not a whole number >= 0"},
+      {R"({"format":"hydro-job/1","epoch_start_step":-1})",
+       "f: 'epoch_start_step' is missing or not a whole number >= 0"},
       {R"({"format":"hydro-job/1","epoch_start_step":1,"history":[]})", "f: 'metrics' is missing"},
       {R"({"format":"hydro-job/1","epoch_start_step":1,"metrics":{"format":"hydro-metrics/1","metrics":{}}})",
        "f: 'history' is missing or not a list"},

@@ -47,7 +47,10 @@ TEST_F(PauseGateTest, PauseSignalBlocksAThreadAndResumeSignalReleasesIt) {
   worker.join();
   EXPECT_TRUE(released);
   EXPECT_FALSE(gate.pause_pending());
-  ASSERT_TRUE(eventually([&] { std::lock_guard<std::mutex> l(mu); return heard.size() == 2; }));
+  ASSERT_TRUE(eventually([&] {
+    std::lock_guard<std::mutex> l(mu);
+    return heard.size() == 2;
+  }));
   EXPECT_EQ(heard[0], std::make_pair(SIGUSR1, Action::pause));
   EXPECT_EQ(heard[1], std::make_pair(SIGUSR2, Action::resume));
 }
@@ -78,7 +81,8 @@ TEST_F(PauseGateTest, OurHandlersNeverInterruptEachOther) {
     struct sigaction sa {};
     ASSERT_EQ(::sigaction(signo, nullptr, &sa), 0);
     for (const auto& other : map.entries())
-      EXPECT_EQ(sigismember(&sa.sa_mask, other.first), 1) << signal_name(signo) << " lets " << signal_name(other.first) << " in";
+      EXPECT_EQ(sigismember(&sa.sa_mask, other.first), 1)
+          << signal_name(signo) << " lets " << signal_name(other.first) << " in";
   }
 }
 
@@ -135,7 +139,7 @@ TEST(SignalOrder, OfSuspendAndResumeOnlyTheLaterIsEverPending) {
   ::raise(SIGTSTP);
   EXPECT_TRUE(pending_now(SIGTSTP));
   EXPECT_FALSE(pending_now(SIGCONT)) << "a suspend left the resume before it pending";
-  const struct timespec now {0, 0};
+  const struct timespec now { 0, 0 };
   while (::sigtimedwait(&both, nullptr, &now) > 0) {
   }
   ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
@@ -172,7 +176,8 @@ std::atomic<int> g_previous_calls{0};
 void previous_handler(int) { g_previous_calls++; }
 
 TEST_F(PauseGateTest, ChainsToAHandlerInstalledBeforeOurs) {
-  struct sigaction sa {}, old {};
+  struct sigaction sa {
+  }, old{};
   sa.sa_handler = previous_handler;
   sigemptyset(&sa.sa_mask);
   ASSERT_EQ(::sigaction(SIGUSR1, &sa, &old), 0);

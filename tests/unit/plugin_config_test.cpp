@@ -13,11 +13,11 @@ TEST(PluginConfig, DefaultsAndKeys) {
   ASSERT_TRUE(PluginConfig::parse({}, "plugstack.conf", &c).ok());
   EXPECT_FALSE(c.defaults.pause);
   EXPECT_FALSE(c.defaults.checkpoint_dir);
-  ASSERT_TRUE(PluginConfig::parse({"default_pause=on", "checkpoint_dir=/scratch/%u/%j", "checkpoint_every=100",
-                                   "keep_last=2", "checkpoint_mode=sync_all", "max_restarts=7",
-                                   "time_limit_margin=300"},
-                                  "plugstack.conf", &c)
-                  .ok());
+  ASSERT_TRUE(
+      PluginConfig::parse({"default_pause=on", "checkpoint_dir=/scratch/%u/%j", "checkpoint_every=100", "keep_last=2",
+                           "checkpoint_mode=sync_all", "max_restarts=7", "time_limit_margin=300"},
+                          "plugstack.conf", &c)
+          .ok());
   EXPECT_TRUE(*c.defaults.pause);
   EXPECT_EQ(*c.defaults.checkpoint_dir, "/scratch/%u/%j");
   EXPECT_EQ(*c.defaults.checkpoint_every, 100);

@@ -35,9 +35,11 @@ TEST(Progress, OptionsFromEnvironment) {
 
 TEST(Progress, BadOptionsNameTheVariable) {
   ProgressOptions o;
-  Status st = ProgressOptions::from_env(&o, [](const char* v) { return std::string(v) == "HYDRO_PROGRESS_EVERY" ? "soon" : nullptr; });
+  Status st = ProgressOptions::from_env(
+      &o, [](const char* v) { return std::string(v) == "HYDRO_PROGRESS_EVERY" ? "soon" : nullptr; });
   EXPECT_EQ(st.message(), "HYDRO_PROGRESS_EVERY='soon' is not a whole number");
-  st = ProgressOptions::from_env(&o, [](const char* v) { return std::string(v) == "HYDRO_PROGRESS_EVERY" ? "-1" : nullptr; });
+  st = ProgressOptions::from_env(
+      &o, [](const char* v) { return std::string(v) == "HYDRO_PROGRESS_EVERY" ? "-1" : nullptr; });
   EXPECT_EQ(st.message(), "HYDRO_PROGRESS_EVERY=-1 is out of range [0, 86400]");
   ProgressOptions bad;
   bad.metrics_file = "/nonexistent-dir/m.jsonl";
@@ -51,10 +53,12 @@ TEST(Progress, LineTexts) {
   MetricsTracker m;
   m.add("loss", 0.5);
   m.add("loss", 0.25);
-  EXPECT_EQ(ProgressReporter::progress_text(120, 500, 2, 10.0, m), "step 120/500 epoch 2: 10 steps/s, ETA 0:00:38, loss 0.375");
+  EXPECT_EQ(ProgressReporter::progress_text(120, 500, 2, 10.0, m),
+            "step 120/500 epoch 2: 10 steps/s, ETA 0:00:38, loss 0.375");
   EXPECT_EQ(ProgressReporter::progress_text(120, 0, 2, 2.5, m), "step 120 epoch 2: 2.5 steps/s, loss 0.375");
   EXPECT_EQ(ProgressReporter::progress_text(7, 0, 0, -1, MetricsTracker()), "step 7 epoch 0");
-  EXPECT_EQ(ProgressReporter::progress_text(0, 400000, 0, 1.0, MetricsTracker()), "step 0/400000 epoch 0: 1 steps/s, ETA 111:06:40");
+  EXPECT_EQ(ProgressReporter::progress_text(0, 400000, 0, 1.0, MetricsTracker()),
+            "step 0/400000 epoch 0: 1 steps/s, ETA 111:06:40");
   EpochMetrics e{3, 80, m.epoch_summary()};
   EXPECT_EQ(ProgressReporter::epoch_text(e), "epoch 3 done at step 80: loss 0.375 (min 0.25, max 0.5, n 2)");
 }
@@ -85,7 +89,8 @@ TEST(Progress, ReportsAtTheIntervalAndWritesJsonLines) {
   EXPECT_NE(lines[0].find(R"("eta_s":80.0)"), std::string::npos) << lines[0];
   EXPECT_NE(lines[0].find(R"("metrics":{"loss":2.0})"), std::string::npos) << lines[0];
   EXPECT_NE(lines[1].find(R"("event":"epoch_end")"), std::string::npos) << lines[1];
-  EXPECT_NE(lines[1].find(R"("metrics":{"loss":{"count":1,"max":2.0,"mean":2.0,"min":2.0}})"), std::string::npos) << lines[1];
+  EXPECT_NE(lines[1].find(R"("metrics":{"loss":{"count":1,"max":2.0,"mean":2.0,"min":2.0}})"), std::string::npos)
+      << lines[1];
 }
 
 TEST(Progress, ZeroIntervalWritesOnlyEpochLines) {

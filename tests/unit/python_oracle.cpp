@@ -72,10 +72,14 @@ std::map<SamplerCase, std::vector<size_t>> compute(std::string* error) {
       "import sys\n"
       "from torch.utils.data import DistributedSampler\n"
       "out = []\n"
-      "for n in " + list(join(oracle_sizes())) + ":\n"
+      "for n in " +
+      list(join(oracle_sizes())) +
+      ":\n"
       "  for w in range(1, 5):\n"
       "    for r in range(w):\n"
-      "      for seed in " + list(join(oracle_seeds())) + ":\n"
+      "      for seed in " +
+      list(join(oracle_seeds())) +
+      ":\n"
       "        for sh in (0, 1):\n"
       "          for dl in (0, 1):\n"
       "            s = DistributedSampler(range(n), num_replicas=w, rank=r, shuffle=bool(sh), seed=seed,\n"
@@ -89,8 +93,8 @@ std::map<SamplerCase, std::vector<size_t>> compute(std::string* error) {
   std::string text;
   int rc = run_python(script, &text);
   if (rc != 0) {
-    *error = "/usr/bin/python3 with torch.utils.data.DistributedSampler failed (exit status " +
-             std::to_string(rc) + "); " + python_torch_problem();
+    *error = "/usr/bin/python3 with torch.utils.data.DistributedSampler failed (exit status " + std::to_string(rc) +
+             "); " + python_torch_problem();
     return cases;
   }
   std::istringstream lines(text);

@@ -75,8 +75,7 @@ TEST_F(RuntimeTest, AtomicSaveWritesWhatTorchLoadReadsAndLeavesNoTemporary) {
   atomic_save(a, path);
   atomic_save(a, path);  // replaces it
   torch::load(b, path);
-  for (size_t i = 0; i < a->parameters().size(); ++i)
-    EXPECT_TRUE(same_bits(a->parameters()[i], b->parameters()[i]));
+  for (size_t i = 0; i < a->parameters().size(); ++i) EXPECT_TRUE(same_bits(a->parameters()[i], b->parameters()[i]));
   std::vector<std::string> names;
   ASSERT_TRUE(posix_fs().list_dir(dir.path, &names).ok());
   EXPECT_EQ(names, std::vector<std::string>{"model.pt"});
@@ -118,8 +117,10 @@ TEST_F(RuntimeTest, AsyncSaveWritesTheStateAsItWasAtSaveWhileTrainingGoesOn) {
     torch::manual_seed(3);
     auto a = make_bn_model();
     std::unique_ptr<torch::optim::Optimizer> opt_a;
-    if (adam) opt_a = std::make_unique<torch::optim::Adam>(a->parameters(), torch::optim::AdamOptions(0.01));
-    else opt_a = std::make_unique<torch::optim::SGD>(a->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+    if (adam)
+      opt_a = std::make_unique<torch::optim::Adam>(a->parameters(), torch::optim::AdamOptions(0.01));
+    else
+      opt_a = std::make_unique<torch::optim::SGD>(a->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
     std::vector<torch::Tensor> after;
     {
       Runtime rt(s);
@@ -135,8 +136,10 @@ TEST_F(RuntimeTest, AsyncSaveWritesTheStateAsItWasAtSaveWhileTrainingGoesOn) {
     torch::manual_seed(42);
     auto b = make_bn_model();
     std::unique_ptr<torch::optim::Optimizer> opt_b;
-    if (adam) opt_b = std::make_unique<torch::optim::Adam>(b->parameters(), torch::optim::AdamOptions(0.01));
-    else opt_b = std::make_unique<torch::optim::SGD>(b->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+    if (adam)
+      opt_b = std::make_unique<torch::optim::Adam>(b->parameters(), torch::optim::AdamOptions(0.01));
+    else
+      opt_b = std::make_unique<torch::optim::SGD>(b->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
     Runtime rt(s);
     rt.track("model", *b);
     rt.track("optimizer", *opt_b);
@@ -350,8 +353,9 @@ TEST_F(RuntimeTest, ACheckpointOfADifferentModelNamesTheTensorAndBothShapes) {
     FAIL() << "resumed a checkpoint of another model";
   } catch (const std::runtime_error& e) {
     EXPECT_EQ(std::string(e.what()),
-              "hydro: invalid argument: checkpoint " + t.path + "/step-000000000001: model.pt: tensor '0.weight' "
-              "has shape [32, 8], the model's is [16, 8] (a checkpoint of a different model?)");
+              "hydro: invalid argument: checkpoint " + t.path +
+                  "/step-000000000001: model.pt: tensor '0.weight' "
+                  "has shape [32, 8], the model's is [16, 8] (a checkpoint of a different model?)");
   }
 }
 

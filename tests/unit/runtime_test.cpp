@@ -24,7 +24,6 @@ using test::RuntimeTest;
 using test::same_bits;
 using test::train_step;
 
-
 TEST_F(RuntimeTest, PauseSignalBlocksTrainingAtAnOperatorAndResumeReleasesIt) {
   Runtime rt(settings());
   auto model = make_model();

@@ -136,12 +136,13 @@ TEST(Sampler, AWorldSizeChangeLosesNoSampleAndRepeatsNone) {
           size_t missing = 0, repeats = 0;
           for (size_t i = 0; i < n; ++i) {
             auto it = seen.find(i);
-            if (it == seen.end()) missing++;
-            else repeats += static_cast<size_t>(it->second - 1);
+            if (it == seen.end())
+              missing++;
+            else
+              repeats += static_cast<size_t>(it->second - 1);
           }
-          const std::string where = "n=" + std::to_string(n) + " " + std::to_string(from) + "->" +
-                                    std::to_string(to) + " after " + std::to_string(k) +
-                                    (drop_last ? " drop_last" : "");
+          const std::string where = "n=" + std::to_string(n) + " " + std::to_string(from) + "->" + std::to_string(to) +
+                                    " after " + std::to_string(k) + (drop_last ? " drop_last" : "");
           if (drop_last) {
             EXPECT_EQ(repeats, 0u) << where;
             EXPECT_LT(missing, static_cast<size_t>(to)) << where << ": only the last partial row is dropped";
@@ -258,8 +259,8 @@ TEST(Sampler, ErrorsNameTheSetting) {
 
 TEST(Sampler, AForgedPositionPastTheEpochIsRejected) {
   torch::serialize::OutputArchive out;
-  const std::pair<const char*, int64_t> values[] = {{"epoch", 0}, {"consumed", 14}, {"seed", 0}, {"size", 10},
-                                                    {"num_replicas", 4}, {"shuffle", 1}, {"drop_last", 0}};
+  const std::pair<const char*, int64_t> values[] = {
+      {"epoch", 0}, {"consumed", 14}, {"seed", 0}, {"size", 10}, {"num_replicas", 4}, {"shuffle", 1}, {"drop_last", 0}};
   for (auto [key, v] : values) out.write(key, torch::tensor(v, torch::kLong));
   std::ostringstream bytes;
   out.save_to(bytes);

@@ -26,8 +26,12 @@ TEST(Settings, DefaultsWithAnEmptyEnvironment) {
 
 TEST(Settings, ReadsEveryVariable) {
   Settings s;
-  ASSERT_TRUE(parse({{"HYDRO_PAUSE", "off"}, {"HYDRO_CKPT_DIR", "/ck"}, {"HYDRO_RESUME_FROM", "/ck/step-000000000001"},
-                     {"HYDRO_CKPT_EVERY", "50"}, {"HYDRO_KEEP_LAST", "0"}, {"HYDRO_CUDA_RELEASE", "on"},
+  ASSERT_TRUE(parse({{"HYDRO_PAUSE", "off"},
+                     {"HYDRO_CKPT_DIR", "/ck"},
+                     {"HYDRO_RESUME_FROM", "/ck/step-000000000001"},
+                     {"HYDRO_CKPT_EVERY", "50"},
+                     {"HYDRO_KEEP_LAST", "0"},
+                     {"HYDRO_CUDA_RELEASE", "on"},
                      {"HYDRO_CKPT_DIRECT_IO", "off"}},
                     &s)
                   .ok());
@@ -50,7 +54,8 @@ TEST(Settings, BadValuesNameTheVariable) {
   EXPECT_EQ(parse({{"HYDRO_KEEP_LAST", "5x"}}, &s).message(), "HYDRO_KEEP_LAST='5x' is not a whole number");
   EXPECT_EQ(parse({{"HYDRO_CUDA_RELEASE", "maybe"}}, &s).message(), "HYDRO_CUDA_RELEASE: 'maybe' is not on or off");
   EXPECT_EQ(parse({{"HYDRO_CKPT_DIRECT_IO", "fast"}}, &s).message(), "HYDRO_CKPT_DIRECT_IO: 'fast' is not on or off");
-  EXPECT_EQ(parse({{"HYDRO_SUSPEND_CHECKPOINT", "on"}}, &s).message(), "HYDRO_SUSPEND_CHECKPOINT='on' is not auto or off");
+  EXPECT_EQ(parse({{"HYDRO_SUSPEND_CHECKPOINT", "on"}}, &s).message(),
+            "HYDRO_SUSPEND_CHECKPOINT='on' is not auto or off");
   EXPECT_EQ(parse({{"HYDRO_SIGNALS", "pause=NOPE"}}, &s).message(), "HYDRO_SIGNALS: unknown signal 'NOPE'");
   EXPECT_EQ(parse({{"HYDRO_CKPT_MODE", "sync"}}, &s).message(),
             "HYDRO_CKPT_MODE='sync' is not sync_any, sync_all or async");
@@ -63,7 +68,8 @@ TEST(Settings, CheckpointModeAndStoreTimeout) {
   EXPECT_EQ(s.mode, CheckpointMode::sync_any);
   EXPECT_EQ(s.store_timeout_s, 1800);
   for (auto [text, mode] : {std::pair<const char*, CheckpointMode>{"sync_any", CheckpointMode::sync_any},
-                            {"sync_all", CheckpointMode::sync_all}, {"async", CheckpointMode::async}}) {
+                            {"sync_all", CheckpointMode::sync_all},
+                            {"async", CheckpointMode::async}}) {
     ASSERT_TRUE(parse({{"HYDRO_CKPT_MODE", text}, {"HYDRO_STORE_TIMEOUT", "30"}}, &s).ok());
     EXPECT_EQ(s.mode, mode);
     EXPECT_STREQ(mode_name(s.mode), text);

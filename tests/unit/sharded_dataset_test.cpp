@@ -51,8 +51,10 @@ TEST(ShardedDataset, EachRankReadsItsOwnDisjointShard) {
       const int64_t v = e.data.item<int64_t>();
       EXPECT_EQ(v, rank * 3 + static_cast<int64_t>(i));
       EXPECT_EQ(data.files()[i], t.path + "/sample-000" + std::to_string(v) + ".pt");
-      if (v % 3 == 0) EXPECT_EQ(e.target.item<int64_t>(), -v);
-      else EXPECT_FALSE(e.target.defined());
+      if (v % 3 == 0)
+        EXPECT_EQ(e.target.item<int64_t>(), -v);
+      else
+        EXPECT_FALSE(e.target.defined());
       EXPECT_TRUE(seen.insert(v).second);
     }
   }
@@ -78,10 +80,14 @@ TEST(ShardedDataset, ErrorsNameTheFolderOrFile) {
   EXPECT_EQ(error_of([&] { ShardedFileDataset(t.path); }),
             "hydro: invalid argument: sharded dataset: folder '" + t.path + "' holds no sample files");
   write_samples(t.path, 2);
-  EXPECT_EQ(error_of([&] { ShardedFileDataset(t.path, {3, 0}); }),
+  EXPECT_EQ(error_of([&] {
+              ShardedFileDataset(t.path, {3, 0});
+            }),
             "hydro: invalid argument: sharded dataset: 3 ranks but only 2 sample files in '" + t.path +
                 "': each rank needs at least one file");
-  EXPECT_EQ(error_of([&] { ShardedFileDataset(t.path, {1, 0, 0}); }),
+  EXPECT_EQ(error_of([&] {
+              ShardedFileDataset(t.path, {1, 0, 0});
+            }),
             "hydro: invalid argument: sharded dataset: samples_pct_per_replica=0 must be in (0, 100]");
   { std::ofstream(t.path + "/sample-0002.pt") << "not a torch archive"; }
   ShardedFileDataset data(t.path);

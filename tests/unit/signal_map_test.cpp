@@ -50,8 +50,9 @@ TEST(SignalMap, BadSpecsNameTheSetting) {
   s = SignalMap::parse("pause=KILL", "HYDRO_SIGNALS", &m);
   EXPECT_EQ(s.message(), "HYDRO_SIGNALS: SIGKILL cannot be caught");
   s = SignalMap::parse("pause=11", "HYDRO_SIGNALS", &m);
-  EXPECT_EQ(s.message(), "HYDRO_SIGNALS: signal 11 reports a fault in the program (or a broken pipe, or a child's end); "
-                         "it cannot ask hydro for anything");
+  EXPECT_EQ(s.message(),
+            "HYDRO_SIGNALS: signal 11 reports a fault in the program (or a broken pipe, or a child's end); "
+            "it cannot ask hydro for anything");
   EXPECT_FALSE(SignalMap::parse("resume=BUS", "HYDRO_SIGNALS", &m).ok());
   EXPECT_FALSE(SignalMap::parse("checkpoint=CHLD", "HYDRO_SIGNALS", &m).ok());
 }
@@ -62,7 +63,8 @@ TEST(SignalMap, BlockedUntilHandledAreTheRequestsThatWouldKill) {
   sigset_t d = SignalMap::defaults().blocked_until_handled();
   for (int s = 1; s < NSIG; ++s) EXPECT_EQ(sigismember(&d, s) == 1, s == SIGUSR1 || s == SIGUSR2) << s;
   SignalMap m;
-  ASSERT_TRUE(SignalMap::parse("pause=HUP,TSTP;resume=CONT,ALRM;checkpoint_exit=TERM,USR1;checkpoint=WINCH", "x", &m).ok());
+  ASSERT_TRUE(
+      SignalMap::parse("pause=HUP,TSTP;resume=CONT,ALRM;checkpoint_exit=TERM,USR1;checkpoint=WINCH", "x", &m).ok());
   sigset_t b = m.blocked_until_handled();
   for (int s = 1; s < NSIG; ++s) EXPECT_EQ(sigismember(&b, s) == 1, s == SIGHUP || s == SIGALRM) << s;
 }

@@ -36,7 +36,8 @@ const std::string& reachable_probe() {
       dir = ::mkdtemp(tmpl);
       ::chmod(dir.c_str(), 0755);
       bin = dir + "/probe";
-      if (std::system(("cp " + std::string(HYDRO_STORE_PROBE_BIN) + " " + bin).c_str()) != 0) bin = HYDRO_STORE_PROBE_BIN;
+      if (std::system(("cp " + std::string(HYDRO_STORE_PROBE_BIN) + " " + bin).c_str()) != 0)
+        bin = HYDRO_STORE_PROBE_BIN;
     }
     ~Copy() { (void)std::system(("rm -rf " + dir).c_str()); }
   };
@@ -47,7 +48,8 @@ const std::string& reachable_probe() {
 // Runs the probe (as `uid`), returns its exit code and output.
 int probe(uid_t uid, const std::string& args, std::string* out) {
   std::string cmd = reachable_probe() + " " + args + " 2>&1";
-  if (uid != 0) cmd = "setpriv --reuid=" + std::to_string(uid) + " --regid=" + std::to_string(uid) + " --clear-groups " + cmd;
+  if (uid != 0)
+    cmd = "setpriv --reuid=" + std::to_string(uid) + " --regid=" + std::to_string(uid) + " --clear-groups " + cmd;
   FILE* p = ::popen(cmd.c_str(), "r");
   std::array<char, 512> buf;
   out->clear();
@@ -155,7 +157,8 @@ TEST_F(TcpStoreTest, APeerWithoutACredentialIsDisconnected) {
 // Someone else serving the port (bound first, or a relay): the rank refuses to talk to it.
 TEST(TcpStoreImpostor, AServerOfAnotherUidIsRefused) {
   ASSERT_EQ(::geteuid(), 0u) << "this test runs a server as uid nobody: run it as root";
-  std::string cmd = "setpriv --reuid=65534 --regid=65534 --clear-groups " + reachable_probe() + " serve '" + kScope + "'";
+  std::string cmd =
+      "setpriv --reuid=65534 --regid=65534 --clear-groups " + reachable_probe() + " serve '" + kScope + "'";
   FILE* p = ::popen(cmd.c_str(), "r");
   int port = 0;
   ASSERT_EQ(std::fscanf(p, "%d", &port), 1);

@@ -17,7 +17,12 @@ struct Fake {
   std::vector<std::string> said;
   TimeLimitWatch watch(int margin) {
     return TimeLimitWatch(
-        margin, [this] { ++reads; return end; }, [this](const std::string& m) { said.push_back(m); });
+        margin,
+        [this] {
+          ++reads;
+          return end;
+        },
+        [this](const std::string& m) { said.push_back(m); });
   }
 };
 

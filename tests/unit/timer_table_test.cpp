@@ -24,21 +24,23 @@ TimerTable::Timer timer(pid_t pid, const std::string& scope, Clock::time_point d
 TEST(TimerRequest, ParsesWhatTorchFileTimerClientWrites) {
   // Exactly what torch 1.13's FileTimerRequest.to_json() produces for acquire() and release().
   TimerRequest r;
-  ASSERT_TRUE(parse_timer_request(
-                  R"({"version": 1, "pid": 4321, "scope_id": "train.py#12", "expiration_time": 1700000000.25, "signal": 9})",
-                  &r)
-                  .ok());
+  ASSERT_TRUE(
+      parse_timer_request(
+          R"({"version": 1, "pid": 4321, "scope_id": "train.py#12", "expiration_time": 1700000000.25, "signal": 9})",
+          &r)
+          .ok());
   EXPECT_EQ(r.pid, 4321);
   EXPECT_EQ(r.scope_id, "train.py#12");
   EXPECT_DOUBLE_EQ(r.expiration_time, 1700000000.25);
   EXPECT_EQ(r.signal, 9);
   EXPECT_FALSE(r.is_release());
-  ASSERT_TRUE(parse_timer_request(R"({"version": 1, "pid": 4321, "scope_id": "s", "expiration_time": -1, "signal": 0})", &r)
-                  .ok());
+  ASSERT_TRUE(
+      parse_timer_request(R"({"version": 1, "pid": 4321, "scope_id": "s", "expiration_time": -1, "signal": 0})", &r)
+          .ok());
   EXPECT_TRUE(r.is_release());
   // A signal of 0 or less is legal: the server logs the expiry and kills nothing (as torch does).
-  ASSERT_TRUE(parse_timer_request(R"({"version": 1, "pid": 1, "scope_id": "s", "expiration_time": 5, "signal": -3})", &r)
-                  .ok());
+  ASSERT_TRUE(
+      parse_timer_request(R"({"version": 1, "pid": 1, "scope_id": "s", "expiration_time": 5, "signal": -3})", &r).ok());
   EXPECT_EQ(r.signal, -3);
 }
 
@@ -68,33 +70,46 @@ std::string parse_error(const std::string& line) {
 
 TEST(TimerRequest, EachBadRequestHasItsExactError) {
   EXPECT_EQ(parse_error("garbage"), "watchdog request is not a JSON object: garbage");
-  EXPECT_EQ(parse_error(R"({"version": 1, "pid": 1)"), R"(watchdog request is not a JSON object: {"version": 1, "pid": 1)");
+  EXPECT_EQ(parse_error(R"({"version": 1, "pid": 1)"),
+            R"(watchdog request is not a JSON object: {"version": 1, "pid": 1)");
   EXPECT_EQ(parse_error("[1, 2]"), "watchdog request is not a JSON object: [1, 2]");
-  EXPECT_EQ(parse_error(R"({"version": 2, "pid": 1, "scope_id": "s", "expiration_time": 5, "signal": 9})"),
-            R"(watchdog request: unknown version 2 (hydro-launch speaks version 1): {"version": 2, "pid": 1, "scope_id": "s", "expiration_time": 5, "signal": 9})");
-  EXPECT_EQ(parse_error(R"({"version": "1", "pid": 1, "scope_id": "s", "expiration_time": 5, "signal": 9})"),
-            R"(watchdog request: unknown version "1" (hydro-launch speaks version 1): {"version": "1", "pid": 1, "scope_id": "s", "expiration_time": 5, "signal": 9})");
-  EXPECT_EQ(parse_error(R"({"pid": 1, "scope_id": "s", "expiration_time": 5, "signal": 9})"),
-            R"(watchdog request: missing field 'version': {"pid": 1, "scope_id": "s", "expiration_time": 5, "signal": 9})");
-  EXPECT_EQ(parse_error(R"({"version": 1, "scope_id": "s", "expiration_time": 5, "signal": 9})"),
-            R"(watchdog request: missing field 'pid': {"version": 1, "scope_id": "s", "expiration_time": 5, "signal": 9})");
-  EXPECT_EQ(parse_error(R"({"version": 1, "pid": 1, "expiration_time": 5, "signal": 9})"),
-            R"(watchdog request: missing field 'scope_id': {"version": 1, "pid": 1, "expiration_time": 5, "signal": 9})");
-  EXPECT_EQ(parse_error(R"({"version": 1, "pid": 1, "scope_id": "s", "signal": 9})"),
-            R"(watchdog request: missing field 'expiration_time': {"version": 1, "pid": 1, "scope_id": "s", "signal": 9})");
-  EXPECT_EQ(parse_error(R"({"version": 1, "pid": 1, "scope_id": "s", "expiration_time": 5})"),
-            R"(watchdog request: missing field 'signal': {"version": 1, "pid": 1, "scope_id": "s", "expiration_time": 5})");
-  EXPECT_EQ(parse_error(R"({"version": 1, "pid": -4, "scope_id": "s", "expiration_time": 5, "signal": 9})"),
-            R"(watchdog request: 'pid' must be a positive integer, not -4: {"version": 1, "pid": -4, "scope_id": "s", "expiration_time": 5, "signal": 9})");
-  EXPECT_EQ(parse_error(R"({"version": 1, "pid": 1, "scope_id": 3, "expiration_time": 5, "signal": 9})"),
-            R"(watchdog request: 'scope_id' must be a string, not 3: {"version": 1, "pid": 1, "scope_id": 3, "expiration_time": 5, "signal": 9})");
-  EXPECT_EQ(parse_error(R"({"version": 1, "pid": 1, "scope_id": "s", "expiration_time": "soon", "signal": 9})"),
-            R"(watchdog request: 'expiration_time' must be a number (epoch seconds, negative to release), not "soon": {"version": 1, "pid": 1, "scope_id": "s", "expiration_time": "soon", "signal": 9})");
-  EXPECT_EQ(parse_error(R"({"version": 1, "pid": 1, "scope_id": "s", "expiration_time": 5, "signal": "KILL"})"),
-            R"(watchdog request: 'signal' must be an integer, not "KILL": {"version": 1, "pid": 1, "scope_id": "s", "expiration_time": 5, "signal": "KILL"})");
-  EXPECT_EQ(parse_error(R"({"version": 1, "pid": 1, "scope_id": "s", "expiration_time": 5, "signal": 99})"),
-            "watchdog request: signal 99 is out of range (1.." + std::to_string(SIGRTMAX) +
-                R"( kills, 0 or negative only logs): {"version": 1, "pid": 1, "scope_id": "s", "expiration_time": 5, "signal": 99})");
+  EXPECT_EQ(
+      parse_error(R"({"version": 2, "pid": 1, "scope_id": "s", "expiration_time": 5, "signal": 9})"),
+      R"(watchdog request: unknown version 2 (hydro-launch speaks version 1): {"version": 2, "pid": 1, "scope_id": "s", "expiration_time": 5, "signal": 9})");
+  EXPECT_EQ(
+      parse_error(R"({"version": "1", "pid": 1, "scope_id": "s", "expiration_time": 5, "signal": 9})"),
+      R"(watchdog request: unknown version "1" (hydro-launch speaks version 1): {"version": "1", "pid": 1, "scope_id": "s", "expiration_time": 5, "signal": 9})");
+  EXPECT_EQ(
+      parse_error(R"({"pid": 1, "scope_id": "s", "expiration_time": 5, "signal": 9})"),
+      R"(watchdog request: missing field 'version': {"pid": 1, "scope_id": "s", "expiration_time": 5, "signal": 9})");
+  EXPECT_EQ(
+      parse_error(R"({"version": 1, "scope_id": "s", "expiration_time": 5, "signal": 9})"),
+      R"(watchdog request: missing field 'pid': {"version": 1, "scope_id": "s", "expiration_time": 5, "signal": 9})");
+  EXPECT_EQ(
+      parse_error(R"({"version": 1, "pid": 1, "expiration_time": 5, "signal": 9})"),
+      R"(watchdog request: missing field 'scope_id': {"version": 1, "pid": 1, "expiration_time": 5, "signal": 9})");
+  EXPECT_EQ(
+      parse_error(R"({"version": 1, "pid": 1, "scope_id": "s", "signal": 9})"),
+      R"(watchdog request: missing field 'expiration_time': {"version": 1, "pid": 1, "scope_id": "s", "signal": 9})");
+  EXPECT_EQ(
+      parse_error(R"({"version": 1, "pid": 1, "scope_id": "s", "expiration_time": 5})"),
+      R"(watchdog request: missing field 'signal': {"version": 1, "pid": 1, "scope_id": "s", "expiration_time": 5})");
+  EXPECT_EQ(
+      parse_error(R"({"version": 1, "pid": -4, "scope_id": "s", "expiration_time": 5, "signal": 9})"),
+      R"(watchdog request: 'pid' must be a positive integer, not -4: {"version": 1, "pid": -4, "scope_id": "s", "expiration_time": 5, "signal": 9})");
+  EXPECT_EQ(
+      parse_error(R"({"version": 1, "pid": 1, "scope_id": 3, "expiration_time": 5, "signal": 9})"),
+      R"(watchdog request: 'scope_id' must be a string, not 3: {"version": 1, "pid": 1, "scope_id": 3, "expiration_time": 5, "signal": 9})");
+  EXPECT_EQ(
+      parse_error(R"({"version": 1, "pid": 1, "scope_id": "s", "expiration_time": "soon", "signal": 9})"),
+      R"(watchdog request: 'expiration_time' must be a number (epoch seconds, negative to release), not "soon": {"version": 1, "pid": 1, "scope_id": "s", "expiration_time": "soon", "signal": 9})");
+  EXPECT_EQ(
+      parse_error(R"({"version": 1, "pid": 1, "scope_id": "s", "expiration_time": 5, "signal": "KILL"})"),
+      R"(watchdog request: 'signal' must be an integer, not "KILL": {"version": 1, "pid": 1, "scope_id": "s", "expiration_time": 5, "signal": "KILL"})");
+  EXPECT_EQ(
+      parse_error(R"({"version": 1, "pid": 1, "scope_id": "s", "expiration_time": 5, "signal": 99})"),
+      "watchdog request: signal 99 is out of range (1.." + std::to_string(SIGRTMAX) +
+          R"( kills, 0 or negative only logs): {"version": 1, "pid": 1, "scope_id": "s", "expiration_time": 5, "signal": 99})");
 }
 
 TEST(TimerTable, ArmReArmAndDisarm) {

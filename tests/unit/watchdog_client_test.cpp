@@ -97,8 +97,14 @@ TEST(WatchdogClient, ReadsItsFifoFromTheEnvironmentAndIsANoOpWithout) {
   EXPECT_EQ(WatchdogClient().path(), "/from/torch");
   ::setenv("HYDRO_WATCHDOG_FILE", "/from/hydro", 1);
   EXPECT_EQ(WatchdogClient().path(), "/from/hydro") << "HYDRO_WATCHDOG_FILE wins";
-  if (h) ::setenv("HYDRO_WATCHDOG_FILE", saved_h.c_str(), 1); else ::unsetenv("HYDRO_WATCHDOG_FILE");
-  if (te) ::setenv("TORCHELASTIC_TIMER_FILE", saved_te.c_str(), 1); else ::unsetenv("TORCHELASTIC_TIMER_FILE");
+  if (h)
+    ::setenv("HYDRO_WATCHDOG_FILE", saved_h.c_str(), 1);
+  else
+    ::unsetenv("HYDRO_WATCHDOG_FILE");
+  if (te)
+    ::setenv("TORCHELASTIC_TIMER_FILE", saved_te.c_str(), 1);
+  else
+    ::unsetenv("TORCHELASTIC_TIMER_FILE");
 }
 
 TEST(WatchdogClient, ErrorsNameTheFifo) {
@@ -108,8 +114,8 @@ TEST(WatchdogClient, ErrorsNameTheFifo) {
   WatchdogClient c(path);
   Status st = c.arm("step", 10);
   EXPECT_EQ(st.code(), Code::io);
-  EXPECT_EQ(st.message(), "watchdog file " + path +
-                              " (no hydro-launch --watchdog-file is reading it): No such device or address");
+  EXPECT_EQ(st.message(),
+            "watchdog file " + path + " (no hydro-launch --watchdog-file is reading it): No such device or address");
   st = WatchdogClient(t.path + "/missing").arm("step", 10);
   EXPECT_EQ(st.code(), Code::not_found);
   EXPECT_EQ(st.message(), "watchdog file " + t.path + "/missing: No such file or directory");

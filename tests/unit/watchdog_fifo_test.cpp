@@ -99,8 +99,9 @@ TEST(WatchdogFifo, PercentTIsTheTasksRankAndPercentJTheJob) {
   ASSERT_TRUE(Watchdog::expand_path("/tmp/plain", get, &out).ok());
   EXPECT_EQ(out, "/tmp/plain");
   Status st = Watchdog::expand_path("/tmp/wd-%x", get, &out);
-  EXPECT_EQ(st.message(), "--watchdog-file: '/tmp/wd-%x' has an unknown escape '%x' (known: %t the task's rank, %j "
-                          "the job id, %% a percent sign)");
+  EXPECT_EQ(st.message(),
+            "--watchdog-file: '/tmp/wd-%x' has an unknown escape '%x' (known: %t the task's rank, %j "
+            "the job id, %% a percent sign)");
   env.clear();
   st = Watchdog::expand_path("/tmp/wd-%t", get, &out);
   EXPECT_EQ(st.message(), "--watchdog-file: '/tmp/wd-%t' uses %t, but SLURM_PROCID is not set (outside srun)");

@@ -80,8 +80,8 @@ TEST(WatchdogLaunch, KillsTheHungWorkersWholeProcessGroupAndRequeues) {
   test::TempDir t;
   const std::string fifo = t.path + "/timers";
   // A bad line first: the server logs it and keeps serving.
-  const std::string script = std::string("echo garbage > \"$HYDRO_WATCHDOG_FILE\"; exec ") + HYDRO_WATCHDOG_WORKER_BIN +
-                             " hang " + t.path;
+  const std::string script =
+      std::string("echo garbage > \"$HYDRO_WATCHDOG_FILE\"; exec ") + HYDRO_WATCHDOG_WORKER_BIN + " hang " + t.path;
   LaunchResult r = launch({"--watchdog-file", fifo, "--scontrol", fake_scontrol(t.path), "--", "/bin/sh", "-c", script},
                           {"SLURM_JOB_ID=4242", "SLURM_RESTART_COUNT=1"}, t.path);
   ASSERT_FALSE(r.timed_out) << r.err;
@@ -91,8 +91,9 @@ TEST(WatchdogLaunch, KillsTheHungWorkersWholeProcessGroupAndRequeues) {
   EXPECT_TRUE(has(r.err, "warning: watchdog request is not a JSON object: garbage (ignored)")) << r.err;
   EXPECT_TRUE(has(r.err, "watchdog expired: pid " + worker + " scope 'train step' (")) << r.err;
   EXPECT_TRUE(has(r.err, "sending SIGKILL to its process group " + worker)) << r.err;
-  EXPECT_TRUE(has(r.err, "watchdog expired: pid " + worker +
-                             " scope 'train step' hung and was killed; requeueing the job (restart 2 of --max-restarts 3)"))
+  EXPECT_TRUE(
+      has(r.err, "watchdog expired: pid " + worker +
+                     " scope 'train step' hung and was killed; requeueing the job (restart 2 of --max-restarts 3)"))
       << r.err;
   EXPECT_EQ(slurp(t.path + "/scontrol.args"), "requeue 4242\n");
   EXPECT_FALSE(posix_fs().exists(fifo)) << "hydro-launch removes the FIFO it created";
@@ -106,8 +107,9 @@ TEST(WatchdogLaunch, StopsRequeueingAfterMaxRestarts) {
   ASSERT_FALSE(r.timed_out) << r.err;
   EXPECT_EQ(WEXITSTATUS(r.status), kExitWatchdog) << r.err;
   expect_group_killed(t.path, r.err);
-  EXPECT_TRUE(has(r.err, "hung and was killed; not requeueing: the job has been restarted 2 times "
-                         "(SLURM_RESTART_COUNT) and --max-restarts is 2"))
+  EXPECT_TRUE(has(r.err,
+                  "hung and was killed; not requeueing: the job has been restarted 2 times "
+                  "(SLURM_RESTART_COUNT) and --max-restarts is 2"))
       << r.err;
   EXPECT_FALSE(posix_fs().exists(t.path + "/scontrol.args"));
 }
@@ -165,8 +167,8 @@ TEST(WatchdogLaunch, BadWatchdogFileIsAClearError) {
   ASSERT_EQ(::symlink(fifo.c_str(), link.c_str()), 0);
   r = launch({"--watchdog-file", link, "--", "true"}, {"SLURM_JOB_ID="}, t.path);
   EXPECT_EQ(WEXITSTATUS(r.status), 2);
-  EXPECT_TRUE(has(r.err, "error: --watchdog-file: " + link +
-                             " is a symbolic link; give a path that does not exist or is a FIFO"))
+  EXPECT_TRUE(has(
+      r.err, "error: --watchdog-file: " + link + " is a symbolic link; give a path that does not exist or is a FIFO"))
       << r.err;
 
   if (::geteuid() == 0) {
@@ -175,7 +177,8 @@ TEST(WatchdogLaunch, BadWatchdogFileIsAClearError) {
     ASSERT_EQ(::chown(theirs.c_str(), 65534, 65534), 0);
     r = launch({"--watchdog-file", theirs, "--", "true"}, {"SLURM_JOB_ID="}, t.path);
     EXPECT_EQ(WEXITSTATUS(r.status), 2);
-    EXPECT_TRUE(has(r.err, "error: --watchdog-file: " + theirs + " is owned by uid 65534, not by you (uid 0)")) << r.err;
+    EXPECT_TRUE(has(r.err, "error: --watchdog-file: " + theirs + " is owned by uid 65534, not by you (uid 0)"))
+        << r.err;
   }
 
   // An existing FIFO is used, and left in place.
@@ -197,9 +200,9 @@ TEST(WatchdogLaunch, TorchFileTimerClientHangIsKilled) {
   require_python_torch();
   if (HasFatalFailure()) return;
   test::TempDir t;
-  LaunchResult r = launch({"--watchdog-file", t.path + "/timers", "--", "/usr/bin/python3", HYDRO_WATCHDOG_WORKER_PY,
-                           "hang", t.path},
-                          {"SLURM_JOB_ID="}, t.path);
+  LaunchResult r = launch(
+      {"--watchdog-file", t.path + "/timers", "--", "/usr/bin/python3", HYDRO_WATCHDOG_WORKER_PY, "hang", t.path},
+      {"SLURM_JOB_ID="}, t.path);
   ASSERT_FALSE(r.timed_out) << r.err;
   EXPECT_EQ(WEXITSTATUS(r.status), kExitRequeue) << r.err;
   expect_group_killed(t.path, r.err);
@@ -210,9 +213,9 @@ TEST(WatchdogLaunch, TorchFileTimerClientScopeThatEndsIsNotKilled) {
   require_python_torch();
   if (HasFatalFailure()) return;
   test::TempDir t;
-  LaunchResult r = launch({"--watchdog-file", t.path + "/timers", "--", "/usr/bin/python3", HYDRO_WATCHDOG_WORKER_PY,
-                           "finish", t.path},
-                          {"SLURM_JOB_ID="}, t.path);
+  LaunchResult r = launch(
+      {"--watchdog-file", t.path + "/timers", "--", "/usr/bin/python3", HYDRO_WATCHDOG_WORKER_PY, "finish", t.path},
+      {"SLURM_JOB_ID="}, t.path);
   ASSERT_FALSE(r.timed_out) << r.err;
   EXPECT_EQ(WEXITSTATUS(r.status), 0) << r.err;
   EXPECT_EQ(slurp(t.path + "/done"), "done");

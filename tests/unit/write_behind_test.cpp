@@ -115,8 +115,8 @@ TEST_P(WriteBehindTest, SmallFileAndExactBufferMultiple) {
   test::TempDir t;
   const size_t direct_from = WriteBehind::kDirectAfter;
   // Also a block-aligned tail right at the O_DIRECT switch, and one after a full buffer there.
-  for (size_t n : {size_t{0}, size_t{1}, 8 * kMiB - 1, 8 * kMiB, 16 * kMiB, direct_from + 8192,
-                   direct_from + 8 * kMiB + 4096}) {
+  for (size_t n :
+       {size_t{0}, size_t{1}, 8 * kMiB - 1, 8 * kMiB, 16 * kMiB, direct_from + 8192, direct_from + 8 * kMiB + 4096}) {
     const std::string data = pattern(n);
     const std::string path = t.path + "/f" + std::to_string(n);
     ASSERT_TRUE(write_in_pieces(path, data).ok()) << n;

@@ -16,7 +16,7 @@ class WritableFile {
  public:
   virtual ~WritableFile() = default;
   virtual Status append(const void* data, size_t n) = 0;
-  virtual Status sync() = 0;   // fsync; never retried into success
+  virtual Status sync() = 0;  // fsync; never retried into success
   virtual Status close() = 0;
 };
 
@@ -28,8 +28,8 @@ class Fs {
   virtual Status read_file(const std::string& path, std::string* out) = 0;
   // Reads a file in chunks, handing each to `sink` (no copy of the whole file).
   virtual Status read_stream(const std::string& path, const std::function<void(const char*, size_t)>& sink) = 0;
-  virtual Status make_dir(const std::string& path, unsigned mode) = 0;      // EEXIST is an error
-  virtual Status make_dirs(const std::string& path, unsigned mode) = 0;     // mkdir -p
+  virtual Status make_dir(const std::string& path, unsigned mode) = 0;   // EEXIST is an error
+  virtual Status make_dirs(const std::string& path, unsigned mode) = 0;  // mkdir -p
   virtual Status sync_dir(const std::string& path) = 0;
   virtual Status rename_noreplace(const std::string& from, const std::string& to) = 0;
   virtual Status rename(const std::string& from, const std::string& to) = 0;

@@ -22,7 +22,7 @@ struct Manifest {
   int64_t step = 0;
   int64_t epoch = 0;
   int world_size = 1;
-  bool keep = false;  // force_save: never removed by keep_last
+  bool keep = false;     // force_save: never removed by keep_last
   bool sharded = false;  // every rank's state is in rank-R/ (sync modes with several ranks)
   // Commit order in its directory: one more than the newest there at commit (0: hydro before 0.x
   // wrote none). A job resumed from an older checkpoint commits lower steps after higher ones;

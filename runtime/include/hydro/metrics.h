@@ -26,7 +26,9 @@ struct MetricStats {
   int64_t count = 0;
   double min = std::numeric_limits<double>::infinity();
   double max = -std::numeric_limits<double>::infinity();
-  double mean() const { return count > 0 ? sum / static_cast<double>(count) : std::numeric_limits<double>::quiet_NaN(); }
+  double mean() const {
+    return count > 0 ? sum / static_cast<double>(count) : std::numeric_limits<double>::quiet_NaN();
+  }
   bool operator==(const MetricStats& o) const;  // bit-for-bit (NaN equals NaN)
   bool operator!=(const MetricStats& o) const { return !(*this == o); }
 };

@@ -27,9 +27,9 @@ struct SettingRow {
   const char* option;   // the user's srun/sbatch/salloc option without "--": hydro-keep-last; null: none
   const char* arginfo;  // what --help shows for the value: N
   SettingKind kind;
-  int64_t min, max;     // whole_number
-  const char* choices;  // choice
-  const char* fallback; // the value when nothing sets it
+  int64_t min, max;      // whole_number
+  const char* choices;   // choice
+  const char* fallback;  // the value when nothing sets it
   const char* help;
 };
 

@@ -24,13 +24,13 @@ enum class CheckpointMode { sync_any, sync_all, async };
 const char* mode_name(CheckpointMode m);
 
 struct Settings {
-  bool pause = true;               // HYDRO_PAUSE=on|off (set by --hydro-pause); on outside Slurm
-  std::string checkpoint_dir;      // HYDRO_CKPT_DIR: absolute; empty = no checkpoints
-  std::string resume_from;         // HYDRO_RESUME_FROM: a checkpoint directory (set by hydro-launch)
-  int64_t checkpoint_every = 0;    // HYDRO_CKPT_EVERY: steps between periodic checkpoints; 0 = none
-  int keep_last = 3;               // HYDRO_KEEP_LAST: committed checkpoints kept; 0 = all
-  bool cuda_release = false;       // HYDRO_CUDA_RELEASE=on|off: free cached device memory while paused
-  bool direct_io = true;           // HYDRO_CKPT_DIRECT_IO=on|off: big checkpoint files bypass the page cache
+  bool pause = true;             // HYDRO_PAUSE=on|off (set by --hydro-pause); on outside Slurm
+  std::string checkpoint_dir;    // HYDRO_CKPT_DIR: absolute; empty = no checkpoints
+  std::string resume_from;       // HYDRO_RESUME_FROM: a checkpoint directory (set by hydro-launch)
+  int64_t checkpoint_every = 0;  // HYDRO_CKPT_EVERY: steps between periodic checkpoints; 0 = none
+  int keep_last = 3;             // HYDRO_KEEP_LAST: committed checkpoints kept; 0 = all
+  bool cuda_release = false;     // HYDRO_CUDA_RELEASE=on|off: free cached device memory while paused
+  bool direct_io = true;         // HYDRO_CKPT_DIRECT_IO=on|off: big checkpoint files bypass the page cache
   // HYDRO_SUSPEND_CHECKPOINT=auto|off: on SIGTSTP (scontrol suspend), when the rest of the step and
   // a checkpoint fit well inside the 2 s before SIGSTOP (measured: last step + last checkpoint
   // < 1.5 s), the step finishes and a checkpoint commits before the pause, so a job requeued
@@ -38,12 +38,12 @@ struct Settings {
   // (every rank's must fit; they agree at each step-end vote); not in async mode. Otherwise it
   // pauses at the next operator as usual.
   bool suspend_checkpoint = true;
-  SignalMap signals = SignalMap::defaults();  // HYDRO_SIGNALS
-  int rank = 0;                    // RANK or SLURM_PROCID (hydro/dist_env.h)
-  int world_size = 1;              // WORLD_SIZE or SLURM_STEP_NUM_TASKS
+  SignalMap signals = SignalMap::defaults();       // HYDRO_SIGNALS
+  int rank = 0;                                    // RANK or SLURM_PROCID (hydro/dist_env.h)
+  int world_size = 1;                              // WORLD_SIZE or SLURM_STEP_NUM_TASKS
   CheckpointMode mode = CheckpointMode::sync_any;  // HYDRO_CKPT_MODE=sync_any|sync_all|async
-  int64_t store_timeout_s = 1800;  // HYDRO_STORE_TIMEOUT: the longest wait for a peer rank
-  DistEnv dist;                    // rendezvous address: the ranks' store is MASTER_PORT + 1
+  int64_t store_timeout_s = 1800;                  // HYDRO_STORE_TIMEOUT: the longest wait for a peer rank
+  DistEnv dist;                                    // rendezvous address: the ranks' store is MASTER_PORT + 1
 
   // `getenv` is injectable for tests.
   static Status from_env(Settings* out, const std::function<const char*(const char*)>& getenv);

@@ -34,8 +34,8 @@ class TcpStoreServer {
 
 // Connects to the store at host:port, retrying a refused connection until `timeout` passes;
 // fails at once when the server is not this uid's or serves another scope.
-Status connect_tcp_store(const std::string& host, int port, const std::string& scope,
-                         std::chrono::milliseconds timeout, std::unique_ptr<RankStore>* out);
+Status connect_tcp_store(const std::string& host, int port, const std::string& scope, std::chrono::milliseconds timeout,
+                         std::unique_ptr<RankStore>* out);
 
 // A job's store at MASTER_ADDR:MASTER_PORT + 1: rank 0 starts *server, every rank connects *client.
 // Errors name the address, the scope and HYDRO_STORE_TIMEOUT.

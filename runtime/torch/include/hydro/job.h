@@ -53,10 +53,10 @@ class Runtime;
 
 class JobContext {
  public:
-  int64_t epoch() const { return epoch_; }              // the current epoch, from 0
-  int64_t step() const { return step_; }                // steps done over all epochs
+  int64_t epoch() const { return epoch_; }                                 // the current epoch, from 0
+  int64_t step() const { return step_; }                                   // steps done over all epochs
   int64_t epoch_step() const { return step_ - state_->epoch_start_step; }  // steps done in this epoch
-  MetricsTracker& metrics() { return state_->metrics; }  // this epoch's, this rank's
+  MetricsTracker& metrics() { return state_->metrics; }                    // this epoch's, this rank's
   const MetricsTracker& metrics() const { return state_->metrics; }
   const std::vector<EpochMetrics>& history() const { return state_->history(); }  // finished epochs
   Runtime& runtime() { return *runtime_; }
