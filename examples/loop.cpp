@@ -22,6 +22,31 @@ at::Generator batch_generator(int64_t seed, int64_t step, int rank) {
                                         static_cast<uint64_t>(rank));
 }
 
+struct Options {
+  int64_t steps = 2000, batch = 64, hidden = 512, log_every = 10, seed = 1234, step_ms = 0, pg_timeout = 1800;
+  double lr = 0.01;
+};
+
+void add_options(CLI::App& app, Options& o) {
+  app.add_option("--steps", o.steps, "Training steps")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--batch", o.batch, "Batch size")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--hidden", o.hidden, "Hidden layer width")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--lr", o.lr, "Learning rate")->capture_default_str();
+  app.add_option("--seed", o.seed, "Seed for the weights and the data")->capture_default_str();
+  app.add_option("--step-ms", o.step_ms,
+                 "Sleep this long after each step (demos and tests: makes a short run last); "
+                 "the weights do not change")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--log-every", o.log_every, "Print the loss every N steps")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--pg-timeout", o.pg_timeout,
+                 "With several ranks: seconds a collective may wait for a peer; a pause or suspend must be shorter")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -29,49 +54,30 @@ int main(int argc, char** argv) {
       "hydro-example-loop: an MLP trained with SGD on seeded synthetic data, under hydro.\n"
       "Prints 'step N loss X' and finally 'weights_digest=<hex>'. Checkpoints go to $HYDRO_CKPT_DIR.",
       "hydro-example-loop"};
-  int64_t step_ms = 0;
-  int64_t steps = 2000, batch = 64, hidden = 512, log_every = 10, seed = 1234;
-  double lr = 0.01;
-  app.add_option("--steps", steps, "Training steps")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--batch", batch, "Batch size")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--hidden", hidden, "Hidden layer width")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--lr", lr, "Learning rate")->capture_default_str();
-  app.add_option("--seed", seed, "Seed for the weights and the data")->capture_default_str();
-  app.add_option("--step-ms", step_ms,
-                 "Sleep this long after each step (demos and tests: makes a short run last); "
-                 "the weights do not change")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--log-every", log_every, "Print the loss every N steps")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  int64_t pg_timeout = 1800;
-  app.add_option("--pg-timeout", pg_timeout,
-                 "With several ranks: seconds a collective may wait for a peer; a pause or suspend must be shorter")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+  Options o;
+  add_options(app, o);
   CLI11_PARSE(app, argc, argv);
 
-  torch::manual_seed(seed);
+  torch::manual_seed(o.seed);
   torch::set_num_threads(1);
-  torch::nn::Sequential model(torch::nn::Linear(64, hidden), torch::nn::ReLU(), torch::nn::Linear(hidden, hidden),
-                              torch::nn::ReLU(), torch::nn::Linear(hidden, 10));
-  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(lr).momentum(0.9));
+  torch::nn::Sequential model(torch::nn::Linear(64, o.hidden), torch::nn::ReLU(), torch::nn::Linear(o.hidden, o.hidden),
+                              torch::nn::ReLU(), torch::nn::Linear(o.hidden, 10));
+  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(o.lr).momentum(0.9));
   torch::Tensor teacher = torch::randn({64, 10});
 
   try {
     std::shared_ptr<hydro::Group> group;
     if (hydro::DistEnv env; hydro::DistEnv::from_env(&env).ok() && env.world_size > 1) {
-      group = hydro::join_gloo_group(std::chrono::seconds(pg_timeout));  // ranks
-      hydro::broadcast_parameters(*group, *model);                       // ranks
+      group = hydro::join_gloo_group(std::chrono::seconds(o.pg_timeout));  // ranks
+      hydro::broadcast_parameters(*group, *model);                         // ranks
     }
     hydro::Runtime hydro;                  // hydro
     hydro.track("model", *model);          // hydro
     hydro.track("optimizer", optimizer);   // hydro
     const int64_t first = hydro.resume();  // hydro: resume
-    for (int64_t step = first; step < steps;) {
-      torch::Tensor x = group ? torch::randn({batch, 64}, batch_generator(seed, step, group->rank()))
-                              : torch::randn({batch, 64});  // one rank: the data draws from the checkpointed RNG
+    for (int64_t step = first; step < o.steps;) {
+      torch::Tensor x = group ? torch::randn({o.batch, 64}, batch_generator(o.seed, step, group->rank()))
+                              : torch::randn({o.batch, 64});  // one rank: the data draws from the checkpointed RNG
       torch::Tensor y = torch::matmul(x, teacher).argmax(1);
       optimizer.zero_grad();
       torch::Tensor loss = torch::nn::functional::cross_entropy(model->forward(x), y);
@@ -80,9 +86,9 @@ int main(int argc, char** argv) {
       optimizer.step();
       ++step;
       if (step == first + 1) hydro::log_line("hydro-example-loop", "first step done: step " + std::to_string(step));
-      if (step % log_every == 0)
+      if (step % o.log_every == 0)
         std::printf("step %" PRId64 " loss %.6f\n", step, loss.item<double>()), std::fflush(stdout);
-      if (step_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(step_ms));
+      if (o.step_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(o.step_ms));
       if (!hydro.step_end(step)) return hydro::kExitRequeue;  // hydro: checkpointed, run me again
     }
   } catch (const std::exception& e) {

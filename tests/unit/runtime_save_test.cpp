@@ -1,6 +1,6 @@
 // The libtorch glue's checkpoints beyond the basics: extras, force_save, atomic_save, async mode
 // (the state as it was at save, a failure thrown later, the resume checkpoint kept for slower
-// ranks), and the suspend checkpoint.
+// ranks). The suspend checkpoint: runtime_suspend_test.cpp.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -265,69 +265,6 @@ TEST_F(RuntimeTest, AFailedFsyncInTheSavePathIsAnErrorAndLatestStaysPut) {
   rt.save(3);
   ASSERT_TRUE(posix_fs().read_link(t.path + "/latest", &latest).ok());
   EXPECT_EQ(latest, "step-000000000003");
-}
-
-}  // namespace
-}  // namespace hydro
-
-namespace hydro {
-namespace {
-
-// HYDRO_SUSPEND_CHECKPOINT=auto: a small state saves well within the 2 s before SIGSTOP, so
-// SIGTSTP lets the step end, commits a checkpoint of that step, then pauses; SIGCONT resumes.
-// With off, SIGTSTP pauses at the next operator and writes nothing.
-void suspend_run(bool suspend_checkpoint, bool* checkpointed, bool* op_armed) {
-  test::TempDir t;
-  auto model = make_model();
-  torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.1));
-  Settings s;
-  s.checkpoint_dir = t.path;
-  s.keep_last = 0;
-  s.suspend_checkpoint = suspend_checkpoint;
-  Runtime rt(s);
-  rt.track("model", *model);
-  rt.track("optimizer", opt);
-  train_step(model, opt);
-  rt.step_end(1);
-  rt.save(1);  // the first checkpoint measures how long one takes
-  std::atomic<bool> stop{false};
-  std::atomic<long> last{1};
-  std::thread trainer([&] {
-    for (long step = 2; !stop; ++step) {
-      train_step(model, opt);
-      rt.step_end(step);
-      last = step;
-    }
-  });
-  ASSERT_TRUE(eventually([&] { return last > 5; }));
-  ::kill(::getpid(), SIGTSTP);
-  ASSERT_TRUE(eventually([] { return PauseGate::instance().threads_waiting() == 1; }));
-  *op_armed = operator_pause_armed();
-  const long held = last;
-  CheckpointDir dir(t.path);
-  std::optional<CheckpointInfo> latest;
-  std::vector<std::string> warnings;
-  ASSERT_TRUE(dir.latest_valid(&latest, &warnings).ok());
-  *checkpointed = latest && latest->step > 1;
-  if (*checkpointed) EXPECT_EQ(latest->step, held + 1) << "the checkpoint is of the step that ended at the pause";
-  ::kill(::getpid(), SIGCONT);
-  ASSERT_TRUE(eventually([&] { return last > held + 1; }));
-  stop = true;
-  trainer.join();
-}
-
-TEST_F(RuntimeTest, SuspendCommitsACheckpointFirstWhenItFitsInTheTwoSeconds) {
-  bool checkpointed = false, op_armed = true;
-  suspend_run(true, &checkpointed, &op_armed);
-  EXPECT_TRUE(checkpointed);
-  EXPECT_FALSE(op_armed) << "the step was let end, not paused at an operator";
-}
-
-TEST_F(RuntimeTest, SuspendCheckpointOffPausesAtAnOperatorAndWritesNothing) {
-  bool checkpointed = true, op_armed = false;
-  suspend_run(false, &checkpointed, &op_armed);
-  EXPECT_FALSE(checkpointed);
-  EXPECT_TRUE(op_armed);
 }
 
 }  // namespace
