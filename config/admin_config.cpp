@@ -58,47 +58,32 @@ const std::vector<SettingSpec>& job_setting_specs() {
   return specs;
 }
 
-Status parse_job_setting(const SettingSpec& spec, const std::string& value, const std::string& where, bool is_template,
-                         JobSettings* out) {
-  const std::string key = spec.key;
-  if (key == "checkpoint_dir") {
-    std::string dir;
-    HYDRO_RETURN_IF_ERROR(parse_dir(value, where, is_template, &dir));
-    out->checkpoint_dir = dir;
-    return Status::OK();
-  }
-  HYDRO_RETURN_IF_ERROR(check_setting(setting_row(spec.env), value, where));
-  bool on = false;
-  if (key == "default_pause")
-    out->pause = parse_on_off(value, where, &on).ok() && on;
-  else if (key == "checkpoint_every")
-    out->checkpoint_every = std::stoll(value);
-  else if (key == "keep_last")
-    out->keep_last = std::stoll(value);
-  else if (key == "checkpoint_mode")
-    out->checkpoint_mode = value;
-  else if (key == "max_restarts")
-    out->max_restarts = std::stoll(value);
-  else if (key == "time_limit_margin")
-    out->time_limit_margin = std::stoll(value);
-  else if (key == "signals")
-    out->signals = value;
-  else
-    return Status::invalid_argument(where + ": no such setting");
-  return Status::OK();
+std::optional<std::string> JobSettings::get(const std::string& key) const {
+  auto it = values_.find(key);
+  if (it == values_.end()) return std::nullopt;
+  return it->second;
 }
 
-std::string job_setting_value(const JobSettings& s, const SettingSpec& spec) {
-  const std::string key = spec.key;
-  if (key == "default_pause") return s.pause ? (*s.pause ? "on" : "off") : "";
-  if (key == "checkpoint_dir") return s.checkpoint_dir.value_or("");
-  if (key == "checkpoint_every") return s.checkpoint_every ? std::to_string(*s.checkpoint_every) : "";
-  if (key == "keep_last") return s.keep_last ? std::to_string(*s.keep_last) : "";
-  if (key == "checkpoint_mode") return s.checkpoint_mode.value_or("");
-  if (key == "max_restarts") return s.max_restarts ? std::to_string(*s.max_restarts) : "";
-  if (key == "time_limit_margin") return s.time_limit_margin ? std::to_string(*s.time_limit_margin) : "";
-  if (key == "signals") return s.signals.value_or("");
-  return "";
+Status parse_job_setting(const SettingSpec& spec, const std::string& value, const std::string& where, bool is_template,
+                         JobSettings* out) {
+  const SettingRow& row = setting_row(spec.env);
+  if (row.kind == SettingKind::absolute_path) {
+    std::string dir;
+    HYDRO_RETURN_IF_ERROR(parse_dir(value, where, is_template, &dir));
+    out->set(spec.key, dir);
+    return Status::OK();
+  }
+  HYDRO_RETURN_IF_ERROR(check_setting(row, value, where));
+  bool on = false;
+  if (row.kind == SettingKind::on_off) {
+    HYDRO_RETURN_IF_ERROR(parse_on_off(value, where, &on));
+    out->set(spec.key, on ? "on" : "off");
+  } else if (row.kind == SettingKind::whole_number) {
+    out->set(spec.key, std::to_string(std::stoll(value)));
+  } else {
+    out->set(spec.key, value);
+  }
+  return Status::OK();
 }
 
 Status PluginConfig::parse(const std::vector<std::string>& args, const std::string& where, PluginConfig* out) {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,17 +19,17 @@
 
 namespace hydro::admin {
 
-// The settings a job can carry. Each maps to one HYDRO_* variable of the runtime
-// (hydro/settings.h); unset ones are left to the next source in the precedence.
-struct JobSettings {
-  std::optional<bool> pause;                   // --hydro-pause, HYDRO_PAUSE
-  std::optional<std::string> checkpoint_dir;   // --hydro-checkpoint-dir, HYDRO_CKPT_DIR (a template for admins)
-  std::optional<int64_t> checkpoint_every;     // --hydro-checkpoint-every, HYDRO_CKPT_EVERY
-  std::optional<int64_t> keep_last;            // --hydro-keep-last, HYDRO_KEEP_LAST
-  std::optional<std::string> checkpoint_mode;  // --hydro-checkpoint-mode, HYDRO_CKPT_MODE
-  std::optional<int64_t> max_restarts;         // --hydro-max-restarts, HYDRO_MAX_RESTARTS (hydro-launch)
-  std::optional<int64_t> time_limit_margin;    // --hydro-time-limit-margin, HYDRO_TIME_LIMIT_MARGIN (hydro-launch)
-  std::optional<std::string> signals;          // --hydro-signals, HYDRO_SIGNALS (hydro/signal_map.h)
+// The settings a job can carry, by admin key (checkpoint_every), each as the job's variable holds
+// it: checked against its schema row, on/off kinds as "on" or "off". A key not set is left to the
+// next source in the precedence. A new setting is a schema row; nothing here changes.
+class JobSettings {
+ public:
+  std::optional<std::string> get(const std::string& key) const;
+  bool has(const std::string& key) const { return values_.count(key) > 0; }
+  void set(const std::string& key, std::string value) { values_[key] = std::move(value); }
+
+ private:
+  std::map<std::string, std::string> values_;
 };
 
 // One per-job setting: its user option, its admin key, and the variable the job sees. The rows of
@@ -49,7 +50,9 @@ Status parse_job_setting(const SettingSpec& spec, const std::string& value, cons
                          JobSettings* out);
 
 // The value of a set setting as the job's environment variable holds it; "" if unset.
-std::string job_setting_value(const JobSettings& s, const SettingSpec& spec);
+inline std::string job_setting_value(const JobSettings& s, const SettingSpec& spec) {
+  return s.get(spec.key).value_or("");
+}
 
 struct PluginConfig {
   // Admin defaults for every job. checkpoint_dir is a template: %u user, %U uid, %j job id,

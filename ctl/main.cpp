@@ -81,7 +81,7 @@ int signal_map_of(const Tools& t, hydro::Action a, const std::string* process, i
     hydro::admin::JobSettings s;
     hydro::Status st = hydro::admin::PluginConfig::load_yaml(t.config, &s);
     if (!st.ok()) return fail(st.message());
-    if (s.signals) spec = *s.signals, from = t.config + ": signals";
+    if (auto v = s.get("signals")) spec = *v, from = t.config + ": signals";
   }
   hydro::SignalMap map;
   hydro::Status st = hydro::SignalMap::parse(spec, from, &map);
@@ -159,10 +159,10 @@ int job_dir(const Tools& t, const std::string& job, std::string* dir) {
   hydro::admin::JobSettings s;
   hydro::Status st = hydro::admin::PluginConfig::load_yaml(t.config, &s);
   if (!st.ok()) return fail(st.message());
-  if (!s.checkpoint_dir)
+  if (!s.has("checkpoint_dir"))
     return fail(t.config + " has no checkpoint_dir; give the job's checkpoint directory instead of its id");
-  st = hydro::admin::expand_template(*s.checkpoint_dir, owner.user, owner.uid, static_cast<unsigned>(std::stoul(job)),
-                                     dir);
+  st = hydro::admin::expand_template(*s.get("checkpoint_dir"), owner.user, owner.uid,
+                                     static_cast<unsigned>(std::stoul(job)), dir);
   if (!st.ok()) return fail(t.config + ": checkpoint_dir: " + st.message());
   return 0;
 }

@@ -114,7 +114,7 @@ int job_dir(spank_t sp, const std::string& job, std::string* dir) {
   std::vector<char> buf(16384);
   std::string user = std::to_string(uid);
   if (getpwuid_r(uid, &pw, buf.data(), buf.size(), &res) == 0 && res) user = res->pw_name;
-  Status st = hydro::spank::make_job_dir(*g_config.defaults.checkpoint_dir, user, uid,
+  Status st = hydro::spank::make_job_dir(*g_config.defaults.get("checkpoint_dir"), user, uid,
                                          static_cast<unsigned>(std::stoul(job.empty() ? "0" : job)), dir);
   if (!st.ok()) {
     slurm_error("hydro: task_init: %s", st.message().c_str());
@@ -173,7 +173,7 @@ int task_init(spank_t sp) {
   for (const auto& spec : job_setting_specs()) {
     std::string value = hydro::admin::job_setting_value(g_options, spec);
     if (value.empty() && env_set(sp, spec.env)) continue;
-    if (value.empty() && std::string(spec.key) == "checkpoint_dir" && g_config.defaults.checkpoint_dir) {
+    if (value.empty() && std::string(spec.key) == "checkpoint_dir" && g_config.defaults.has("checkpoint_dir")) {
       if (job_dir(sp, job, &value)) return -1;
     } else if (value.empty()) {
       value = hydro::admin::job_setting_value(g_config.defaults, spec);

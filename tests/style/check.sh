@@ -11,7 +11,7 @@ command -v ctags >/dev/null || { echo "style: ctags (universal-ctags) is not ins
 
 mapfile -t cxx < <(git ls-files '*.cpp' '*.h')
 if ! clang-format --dry-run --Werror "${cxx[@]}" 2>/tmp/hydro-style.$$; then
-  grep 'warning:' /tmp/hydro-style.$$ | head -20 >&2
+  grep -E 'warning:|error:' /tmp/hydro-style.$$ | head -20 >&2 || true
   echo "style: the files above do not follow .clang-format (run: clang-format -i FILE)" >&2
   fail=1
 fi

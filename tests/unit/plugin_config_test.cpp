@@ -3,6 +3,7 @@
 #include <fstream>
 
 #include "admin_config.h"
+#include "hydro/setting_schema.h"
 #include "fault_fs.h"
 
 namespace hydro::admin {
@@ -11,20 +12,20 @@ namespace {
 TEST(PluginConfig, DefaultsAndKeys) {
   PluginConfig c;
   ASSERT_TRUE(PluginConfig::parse({}, "plugstack.conf", &c).ok());
-  EXPECT_FALSE(c.defaults.pause);
-  EXPECT_FALSE(c.defaults.checkpoint_dir);
+  EXPECT_FALSE(c.defaults.has("default_pause"));
+  EXPECT_FALSE(c.defaults.has("checkpoint_dir"));
   ASSERT_TRUE(
       PluginConfig::parse({"default_pause=on", "checkpoint_dir=/scratch/%u/%j", "checkpoint_every=100", "keep_last=2",
                            "checkpoint_mode=sync_all", "max_restarts=7", "time_limit_margin=300"},
                           "plugstack.conf", &c)
           .ok());
-  EXPECT_TRUE(*c.defaults.pause);
-  EXPECT_EQ(*c.defaults.checkpoint_dir, "/scratch/%u/%j");
-  EXPECT_EQ(*c.defaults.checkpoint_every, 100);
-  EXPECT_EQ(*c.defaults.keep_last, 2);
-  EXPECT_EQ(*c.defaults.checkpoint_mode, "sync_all");
-  EXPECT_EQ(*c.defaults.max_restarts, 7);
-  EXPECT_EQ(*c.defaults.time_limit_margin, 300);
+  EXPECT_EQ(c.defaults.get("default_pause"), "on");
+  EXPECT_EQ(c.defaults.get("checkpoint_dir"), "/scratch/%u/%j");
+  EXPECT_EQ(c.defaults.get("checkpoint_every"), "100");
+  EXPECT_EQ(c.defaults.get("keep_last"), "2");
+  EXPECT_EQ(c.defaults.get("checkpoint_mode"), "sync_all");
+  EXPECT_EQ(c.defaults.get("max_restarts"), "7");
+  EXPECT_EQ(c.defaults.get("time_limit_margin"), "300");
   EXPECT_FALSE(PluginConfig::parse({"time_limit_margin=-1"}, "plugstack.conf", &c).ok());
 }
 
@@ -36,19 +37,19 @@ TEST(PluginConfig, YamlFileWithPlugstackArgumentsOverridingIt) {
   PluginConfig c;
   ASSERT_TRUE(PluginConfig::parse({"keep_last=9", "config=" + yaml}, "plugstack.conf", &c).ok());
   EXPECT_EQ(c.config_file, yaml);
-  EXPECT_TRUE(*c.defaults.pause);
-  EXPECT_EQ(*c.defaults.checkpoint_dir, "/scratch/hydro/%u/%j");
-  EXPECT_EQ(*c.defaults.keep_last, 9);  // the plugstack argument wins
-  EXPECT_EQ(*c.defaults.checkpoint_every, 200);
-  EXPECT_FALSE(c.defaults.checkpoint_mode);
-  EXPECT_EQ(*c.defaults.signals, "pause=TSTP,PWR;resume=CONT,URG");  // what the job's HYDRO_SIGNALS gets
+  EXPECT_EQ(c.defaults.get("default_pause"), "on");
+  EXPECT_EQ(c.defaults.get("checkpoint_dir"), "/scratch/hydro/%u/%j");
+  EXPECT_EQ(c.defaults.get("keep_last"), "9");  // the plugstack argument wins
+  EXPECT_EQ(c.defaults.get("checkpoint_every"), "200");
+  EXPECT_FALSE(c.defaults.has("checkpoint_mode"));
+  EXPECT_EQ(c.defaults.get("signals"), "pause=TSTP,PWR;resume=CONT,URG");  // what the job's HYDRO_SIGNALS gets
 }
 
 TEST(PluginConfig, TheShippedExampleConfigIsValid) {
   JobSettings s;
   Status st = PluginConfig::load_yaml(HYDRO_SOURCE_DIR "/etc/hydro.yaml", &s);
   ASSERT_TRUE(st.ok()) << st.message();
-  EXPECT_TRUE(s.checkpoint_dir);
+  EXPECT_TRUE(s.has("checkpoint_dir"));
 }
 
 TEST(PluginConfig, AnEmptyYamlFileSetsNothing) {
@@ -56,7 +57,7 @@ TEST(PluginConfig, AnEmptyYamlFileSetsNothing) {
   std::ofstream(d.path + "/e.yaml") << "# nothing yet\n";
   JobSettings s;
   ASSERT_TRUE(PluginConfig::load_yaml(d.path + "/e.yaml", &s).ok());
-  EXPECT_FALSE(s.pause);
+  EXPECT_FALSE(s.has("default_pause"));
 }
 
 TEST(PluginConfig, UserOptionsTakeLiteralDirectories) {
@@ -65,6 +66,19 @@ TEST(PluginConfig, UserOptionsTakeLiteralDirectories) {
   ASSERT_EQ(std::string(dir.key), "checkpoint_dir");
   ASSERT_TRUE(parse_job_setting(dir, "/home/a/ckpt%x", "--hydro-checkpoint-dir", false, &s).ok());
   EXPECT_EQ(job_setting_value(s, dir), "/home/a/ckpt%x");
+}
+
+// Every schema row an admin sets goes through the plugin's parser and back to the job's variable
+// with no code of its own: a new setting is a schema row.
+TEST(PluginConfig, EverySchemaRowWithAnAdminKeyRoundTripsWithNoCodeOfItsOwn) {
+  for (const auto& spec : job_setting_specs()) {
+    const SettingRow& row = setting_row(spec.env);
+    if (row.kind == SettingKind::absolute_path || !*row.fallback) continue;
+    JobSettings s;
+    Status st = parse_job_setting(spec, row.fallback, spec.key, false, &s);
+    ASSERT_TRUE(st.ok()) << spec.key << ": " << st.message();
+    EXPECT_EQ(job_setting_value(s, spec), row.fallback) << spec.key;
+  }
 }
 
 TEST(PluginConfig, TemplateExpansion) {
