@@ -54,7 +54,7 @@ struct SuspendVote {
 
 class CheckpointGroup {
  public:
-  // `host` names this rank's machine (gethostname); `dir` is this rank's view of the root.
+  // `host` names this rank's machine (gethostname): the ranks of one host share a staging directory.
   CheckpointGroup(RankStore& store, int rank, int world_size, std::string host, std::chrono::milliseconds timeout);
 
   Status vote(CheckpointMode mode, bool want_checkpoint, bool want_exit, GroupDecision* out,
@@ -62,7 +62,8 @@ class CheckpointGroup {
   // Beyond this many ranks the vote carries no suspend fields: no suspend checkpoint.
   static constexpr int kMaxSuspendWorld = 6207;
 
-  // Writes this rank's shard through `fill` (files go into rank-R/) and commits collectively.
+  // Writes this rank's shard through `fill` (files go into rank-R/) and commits collectively. `dir`
+  // is this rank's view of the root.
   // On success *out names the committed checkpoint (on every rank).
   Status save(CheckpointDir& dir, int64_t step, bool keep, int64_t epoch,
               const std::function<Status(CheckpointWriter&)>& fill, CheckpointInfo* out);
