@@ -21,6 +21,7 @@
 
 #include "hydro/signal_map.h"
 #include "hydro/subprocess.h"
+#include "hydro/version.h"
 #include "job_lookup.h"
 #include "admin_config.h"
 #include "status_table.h"
@@ -239,6 +240,7 @@ int main(int argc, char** argv) {
       "hydroctl: pause, resume or checkpoint a hydro training job, or list its checkpoints. "
       "Only the job's owner or root may act on it.",
       "hydroctl"};
+  app.set_version_flag("--version", std::string("hydroctl ") + hydro::version());
   app.require_subcommand(1);
   Tools tools;
   add_tool_options(app, tools);

@@ -7,6 +7,7 @@
 #include "hydro/exit_codes.h"
 #include "hydro/setting_schema.h"
 #include "hydro/signal_map.h"
+#include "hydro/version.h"
 #include "supervisor.h"
 #include "watchdog.h"
 
@@ -106,7 +107,7 @@ void add_options(CLI::App& app, Options& o, std::string& requeue_signal) {
       ->capture_default_str();
   app.add_option("--scontrol", o.scontrol, "scontrol to run (requeue, show job)")->capture_default_str();
   app.add_option("command", o.command, "The program and its arguments, after --")->required();
-  app.set_version_flag("--version", "hydro-launch " HYDRO_VERSION);
+  app.set_version_flag("--version", std::string("hydro-launch ") + hydro::version());
 }
 
 // Checks what the command line gave, and expands --watchdog-file's %t and %j.

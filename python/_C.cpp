@@ -24,6 +24,7 @@
 #include "hydro/sampler.h"
 #include "hydro/sampler_order.h"
 #include "hydro/sharded_dataset.h"
+#include "hydro/version.h"
 #include "hydro/watchdog_client.h"
 
 namespace py = pybind11;
@@ -301,6 +302,7 @@ void bind_functions(py::module_& m) {
   m.def("leave_sigterm_to_parent", &leave_sigterm_to_parent, py::arg("training_pid") = 0);
   m.attr("EXIT_REQUEUE") = kExitRequeue;
   m.attr("EXIT_WATCHDOG") = kExitWatchdog;
+  m.attr("__version__") = hydro::version();
   m.def(
       "atomic_write",
       [](const std::string& path, py::function fill) {

@@ -1,6 +1,8 @@
 // spank_hydro.so: the exported SPANK hooks. Each is thin and catches everything: no exception
 // ever unwinds into srun, sbatch, slurmd or slurmstepd.
 //
+//   slurm_spank_slurmd_init  once, when slurmd starts: logs hydro's version and the Slurm it
+//                      was built for.
 //   slurm_spank_init   every context: reads the admin's config (plugstack arguments, YAML) and
 //                      registers the --hydro-* options (srun, sbatch, salloc, slurmstepd).
 //   option callbacks   validate at submit time; in slurmstepd they run again (twice), so they
@@ -24,6 +26,7 @@ extern "C" {
 
 #include "hydro/settings.h"
 #include "hydro/signal_map.h"
+#include "hydro/version.h"
 #include "job_dir.h"
 #include "admin_config.h"
 
@@ -220,4 +223,18 @@ extern "C" HYDRO_EXPORT int slurm_spank_init(spank_t sp, int ac, char** av) {
 
 extern "C" HYDRO_EXPORT int slurm_spank_task_init(spank_t sp, int, char**) {
   return guarded("task_init", [&] { return task_init(sp); });
+}
+
+// slurmd loads the plugstack once when it starts: its log then names the hydro it runs. Never
+// fails: a plugin that stopped slurmd would take the node down for a log line.
+extern "C" HYDRO_EXPORT int slurm_spank_slurmd_init(spank_t, int ac, char** av) {
+  try {
+    std::string args;
+    for (int i = 0; i < ac; ++i) args += std::string(" ") + av[i];
+    slurm_info("hydro %s: spank_hydro.so (built for Slurm %d.%02d) loaded with:%s", hydro::version(),
+               SLURM_VERSION_MAJOR(SLURM_VERSION_NUMBER), SLURM_VERSION_MINOR(SLURM_VERSION_NUMBER),
+               args.empty() ? " no arguments" : args.c_str());
+  } catch (...) {
+  }
+  return 0;
 }

@@ -20,7 +20,7 @@ pause, the checkpoint-directory protocol, the ranks' vote, the sampler order.
 import torch  # first: hydro._C links the libtorch this torch has loaded
 
 from . import _C
-from ._C import EXIT_REQUEUE, EXIT_WATCHDOG
+from ._C import EXIT_REQUEUE, EXIT_WATCHDOG, __version__
 from .data import DataLoader, InterruptibleDistributedSampler, InterruptibleSampler, ShardedDataset
 from . import watchdog
 from .distributed import dist_env, init_process_group
@@ -30,4 +30,5 @@ from .runtime import Runtime, atomic_save
 __all__ = [
     "Runtime", "atomic_save", "DataLoader", "InterruptibleSampler", "InterruptibleDistributedSampler", "ShardedDataset",
     "dist_env", "init_process_group", "watchdog", "Job", "JobContext", "JobRunner", "EXIT_REQUEUE", "EXIT_WATCHDOG",
+    "__version__",
 ]

@@ -6,6 +6,7 @@ import torch.utils.data
 
 EXIT_REQUEUE: int
 EXIT_WATCHDOG: int
+__version__: str
 
 class Runtime:
     PYTHON_RNG: str

@@ -2,6 +2,7 @@
 
 #include "dir_safety.h"
 #include "hydro/log.h"
+#include "hydro/version.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -102,7 +103,7 @@ Status CheckpointDir::begin_named(const std::string& staging_name, int64_t step,
 CheckpointWriter::CheckpointWriter(CheckpointDir* dir, std::string staging, int64_t step, bool owner)
     : dir_(dir), staging_(std::move(staging)), owner_(owner) {
   manifest_.step = step;
-  manifest_.hydro_version = HYDRO_VERSION;
+  manifest_.hydro_version = version();
 }
 
 CheckpointWriter::~CheckpointWriter() {

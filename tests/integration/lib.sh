@@ -4,7 +4,17 @@ set -euo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${HYDRO_BUILD_DIR:-$top/build}
+
+fail() {
+  echo "FAIL: $*" >&2
+  for f in ${HYDRO_TEST_LOGS:-}; do [ -f "$f" ] && { echo "----- $f" >&2; grep -vE '^([0-9]+: )?step' "$f" | tail -40 >&2; }; done
+  exit 1
+}
+note() { echo "== $*"; }
+
 launch=$build/launcher/hydro-launch
+hydroctl=$build/ctl/hydroctl
+plugstack=()                                     # slurm-local writes one that loads the build's plugin
 train=$build/examples/hydro-example-loop        # the few-lines loop: --steps, --step-ms, ...
 # HYDRO_TEST_PROGRAM=python: the same paths with its Python twin (DistributedDataParallel over
 # Gloo with several tasks), run by /usr/bin/python3 through hydro's Python binding.
@@ -13,13 +23,19 @@ if [ "${HYDRO_TEST_PROGRAM:-cpp}" = python ]; then
   /usr/bin/python3 -c 'import hydro' || fail "/usr/bin/python3 cannot import hydro (run scripts/setup)"
 fi
 job_example=$build/examples/hydro-example-train  # the JobRunner example: --data, --epochs, ...
-
-fail() {
-  echo "FAIL: $*" >&2
-  for f in ${HYDRO_TEST_LOGS:-}; do [ -f "$f" ] && { echo "----- $f" >&2; grep -vE '^([0-9]+: )?step' "$f" | tail -40 >&2; }; done
-  exit 1
-}
-note() { echo "== $*"; }
+# HYDRO_TEST_INSTALLED=1 (tests/package): what the Debian packages installed, and nothing of the
+# build: /usr/bin's programs, the plugin through Debian's /etc/slurm/plugstack.conf, and the
+# example loop.py the python3-hydro package ships, copied as a user would.
+if [ "${HYDRO_TEST_INSTALLED:-0}" = 1 ]; then
+  launch=/usr/bin/hydro-launch
+  hydroctl=/usr/bin/hydroctl
+  plugstack=(--plugstack /etc/slurm/plugstack.conf)
+  [ "${HYDRO_TEST_PROGRAM:-}" = python ] || fail "HYDRO_TEST_INSTALLED=1 runs the Python example (HYDRO_TEST_PROGRAM=python)"
+  train=$(mktemp /tmp/hydro-loop.XXXXXX.py)
+  ex=/usr/share/doc/python3-hydro/examples/loop.py
+  if [ -f "$ex" ]; then cp "$ex" "$train"; else zcat "$ex.gz" >"$train"; fi || fail "python3-hydro ships no $ex"
+  chmod 0755 "$train"
+fi
 
 # start_cluster PROCTRACK: starts a private cluster; a test that needs Slurm fails without it.
 # HYDRO_TEST_TASK_PLUGIN=affinity binds each task to its CPUs.
@@ -29,7 +45,8 @@ start_cluster() {
   export HYDRO_SLURM_DIR=${HYDRO_SLURM_DIR:-/tmp/hydro-test-slurm}
   trap stop_cluster EXIT
   local out
-  out=$("$top/scripts/slurm-local" start --proctrack "$1" --task "${HYDRO_TEST_TASK_PLUGIN:-none}" --dir "$HYDRO_SLURM_DIR") ||
+  out=$("$top/scripts/slurm-local" start --proctrack "$1" --task "${HYDRO_TEST_TASK_PLUGIN:-none}" --dir "$HYDRO_SLURM_DIR" \
+    "${plugstack[@]}") ||
     fail "could not start Slurm"
   eval "$out"
   [ -n "${SLURM_CONF:-}" ] || fail "slurm-local printed no SLURM_CONF"

@@ -80,9 +80,9 @@ show_new "$log"
 note "the same with hydroctl pause|resume JOBID"
 pauses=$(count "$log" 'paused at (operator|the end of step)')
 resumes=$(count "$log" 'resume requested by SIGUSR2')
-"$build/ctl/hydroctl" pause "$job" || fail "hydroctl pause $job failed"
+"$hydroctl" pause "$job" || fail "hydroctl pause $job failed"
 wait_count "$log" 'paused at (operator|the end of step)' $((pauses + 1)) 10
-"$build/ctl/hydroctl" resume "$job" || fail "hydroctl resume $job failed"
+"$hydroctl" resume "$job" || fail "hydroctl resume $job failed"
 wait_count "$log" 'resume requested by SIGUSR2' $((resumes + 1)) 10
 wait_steps "$log" 50
 show_new "$log"
