@@ -1,10 +1,9 @@
 // spank_hydro.so: the exported SPANK hooks. Each is thin and catches everything: no exception
 // ever unwinds into srun, sbatch, slurmd or slurmstepd.
 //
-//   slurm_spank_slurmd_init  once, when slurmd starts: logs hydro's version and the Slurm it
-//                      was built for.
 //   slurm_spank_init   every context: reads the admin's config (plugstack arguments, YAML) and
-//                      registers the --hydro-* options (srun, sbatch, salloc, slurmstepd).
+//                      registers the --hydro-* options (srun, sbatch, salloc, slurmstepd). In
+//                      slurmd (once, at its start) it logs hydro's version and Slurm's.
 //   option callbacks   validate at submit time; in slurmstepd they run again (twice), so they
 //                      only ever assign.
 //   slurm_spank_task_init  per task, as the job's user: the HYDRO_* variables the runtime and
@@ -189,12 +188,23 @@ int task_init(spank_t sp) {
   return 0;
 }
 
+// slurmd loads the plugstack once, when it starts (slurm_spank_init in S_CTX_SLURMD; Slurm 22.05
+// calls no slurm_spank_slurmd_init): its log then names the hydro it runs.
+void log_version_in_slurmd(int ac, char** av) {
+  std::string args;
+  for (int i = 0; i < ac; ++i) args += std::string(" ") + av[i];
+  slurm_info("hydro %s: spank_hydro.so (built for Slurm %d.%02d) loaded with:%s", hydro::version(),
+             SLURM_VERSION_MAJOR(SLURM_VERSION_NUMBER), SLURM_VERSION_MINOR(SLURM_VERSION_NUMBER),
+             args.empty() ? " no arguments" : args.c_str());
+}
+
 }  // namespace
 
 extern "C" HYDRO_EXPORT int slurm_spank_init(spank_t sp, int ac, char** av) {
   return guarded("init", [&] {
     std::vector<std::string> args(av, av + ac);
     spank_context_t ctx = spank_context();
+    if (ctx == S_CTX_SLURMD) log_version_in_slurmd(ac, av);
     Status st = hydro::admin::PluginConfig::parse(args, "plugstack.conf", &g_config);
     if (!st.ok()) {
       slurm_error("hydro: init: %s", st.message().c_str());
@@ -223,18 +233,4 @@ extern "C" HYDRO_EXPORT int slurm_spank_init(spank_t sp, int ac, char** av) {
 
 extern "C" HYDRO_EXPORT int slurm_spank_task_init(spank_t sp, int, char**) {
   return guarded("task_init", [&] { return task_init(sp); });
-}
-
-// slurmd loads the plugstack once when it starts: its log then names the hydro it runs. Never
-// fails: a plugin that stopped slurmd would take the node down for a log line.
-extern "C" HYDRO_EXPORT int slurm_spank_slurmd_init(spank_t, int ac, char** av) {
-  try {
-    std::string args;
-    for (int i = 0; i < ac; ++i) args += std::string(" ") + av[i];
-    slurm_info("hydro %s: spank_hydro.so (built for Slurm %d.%02d) loaded with:%s", hydro::version(),
-               SLURM_VERSION_MAJOR(SLURM_VERSION_NUMBER), SLURM_VERSION_MINOR(SLURM_VERSION_NUMBER),
-               args.empty() ? " no arguments" : args.c_str());
-  } catch (...) {
-  }
-  return 0;
 }

@@ -45,7 +45,7 @@ $(grep -- " $tag" <<<"$out")"
 # from the new one's, so that the upgrade meets a conffile both sides changed.
 make_previous() {
   local from=$1 to=$2 prev=$3 deb dir
-  mkdir -p "$to"
+  mkdir -p "$to" "$work/repack"
   for deb in "$from"/*.deb; do
     dir=$work/repack/$(basename "$deb" .deb)
     dpkg-deb -R "$deb" "$dir"
