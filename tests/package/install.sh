@@ -47,7 +47,7 @@ cmake -S "$top/tests/install/consumer" -B "$work/consumer" >/dev/null || fail "f
 cmake --build "$work/consumer" >/dev/null || fail "the consumer did not build against the installed headers"
 out=$(cd "$work" && HYDRO_CKPT_DIR=$work/ck "$work/consumer/consumer" 2>/dev/null)
 [ "$out" = "consumer: trained to step 3" ] || fail "the consumer did not train ($out)"
-ldd "$work/consumer/consumer" | grep -qE "libhydro.so.0 => (/usr)?/lib/$(gcc -print-multiarch)/" || fail "the consumer did not link the installed libhydro"
+grep -qE "libhydro.so.0 => (/usr)?/lib/$(gcc -print-multiarch)/" <<<"$(ldd "$work/consumer/consumer")" || fail "the consumer did not link the installed libhydro"
 
 note "Slurm with Debian's /etc/slurm/plugstack.conf: suspend, resume and requeue a Python job"
 HYDRO_TEST_INSTALLED=1 HYDRO_TEST_PROGRAM=python \

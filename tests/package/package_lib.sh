@@ -81,7 +81,7 @@ check_paths() {
   [ -f /usr/lib/python3/dist-packages/hydro-autopause.pth ] || fail "the zero-lines pause hook is not installed"
   for f in $(dpkg -L $packages | sort -u); do
     [ -f "$f" ] && [ "$(od -An -c -N4 "$f" | tr -d ' ')" = 177ELF ] || continue
-    ! readelf -d "$f" | grep -qiE 'r(un)?path' || fail "$f has an RPATH: $(readelf -d "$f" | grep -iE 'r(un)?path')"
+    ! grep -qiE 'r(un)?path' <<<"$(readelf -d "$f")" || fail "$f has an RPATH: $(readelf -d "$f" | grep -iE 'r(un)?path')"
   done
   note "installed: $so ($line), /usr/bin/hydro-launch, /usr/bin/hydroctl, man pages, $(dirname "$py")"
 }
@@ -100,12 +100,12 @@ check_remove_and_reinstall() {
   start_installed_cluster
   grep -q "hydro $v: spank_hydro.so" "$HYDRO_SLURM_DIR/log/slurmd.log" || fail "slurmd's log does not name hydro $v"
   note "slurmd.log: $(grep -o "hydro $v: spank_hydro.so.*" "$HYDRO_SLURM_DIR/log/slurmd.log" | head -1)"
-  srun --help | grep -q -- --hydro-pause || fail "srun --help has no --hydro-pause"
+  grep -q -- --hydro-pause <<<"$(srun --help)" || fail "srun --help has no --hydro-pause"
   note "apt-get remove hydro-slurm-plugin: jobs still run, without hydro's options"
   DEBIAN_FRONTEND=noninteractive apt-get remove -y -qq hydro-slurm-plugin >/dev/null
   [ ! -e "$snippet" ] && [ -e "$snippet.removed" ] || fail "removing the plugin left $snippet in place"
   srun true || fail "a job failed on a node whose hydro plugin was removed"
-  ! srun --help | grep -q -- --hydro || fail "srun --help still offers --hydro options"
+  ! grep -q -- --hydro <<<"$(srun --help)" || fail "srun --help still offers --hydro options"
   note "apt-get install hydro-slurm-plugin again: the line is back"
   apt_install "$debs"/hydro-slurm-plugin_*.deb
   [ -e "$snippet" ] && [ ! -e "$snippet.removed" ] || fail "reinstalling did not bring $snippet back"
