@@ -76,6 +76,8 @@ check_paths() {
   [ -f "$so" ] || fail "$snippet names $so, which is not installed"
   [ "$(awk '{print $3}' <<<"$line")" = config=/etc/hydro/hydro.yaml ] || fail "$snippet: $line"
   [ -f /usr/share/man/man1/hydro-launch.1.gz ] && [ -f /usr/share/man/man1/hydroctl.1.gz ] || fail "no man pages"
+  [ "$(bash -c 'source /usr/share/bash-completion/completions/hydroctl; COMP_WORDS=(hydroctl pa); COMP_CWORD=1
+                _hydroctl; echo "${COMPREPLY[*]}"')" = pause ] || fail "hydroctl's bash completion does not complete 'pa'"
   py=$(cd / && /usr/bin/python3 -c 'import hydro; print(hydro.__file__)')
   [[ $py == /usr/lib/python3/dist-packages/hydro/* ]] || fail "/usr/bin/python3 imports hydro from $py"
   [ -f /usr/lib/python3/dist-packages/hydro-autopause.pth ] || fail "the zero-lines pause hook is not installed"
@@ -83,7 +85,7 @@ check_paths() {
     [ -f "$f" ] && [ "$(od -An -c -N4 "$f" | tr -d ' ')" = 177ELF ] || continue
     ! grep -qiE 'r(un)?path' <<<"$(readelf -d "$f")" || fail "$f has an RPATH: $(readelf -d "$f" | grep -iE 'r(un)?path')"
   done
-  note "installed: $so ($line), /usr/bin/hydro-launch, /usr/bin/hydroctl, man pages, $(dirname "$py")"
+  note "installed: $so ($line), /usr/bin/hydro-launch, /usr/bin/hydroctl, man pages, bash completion, $(dirname "$py")"
 }
 
 start_installed_cluster() {
