@@ -38,7 +38,8 @@ $out"
     grep -q "^| \`$tag\` |" "$readme" || fail "lintian warns $tag, which README's lintian table does not list:
 $(grep -- " $tag" <<<"$out")"
   done
-  note "lintian: no errors; warnings, each listed in README: $(sed -n 's/^W: [^ ]*: \([^ ]*\).*/\1/p' <<<"$out" | sort -u | tr '\n' ' ')"
+  tag=$(sed -n 's/^W: [^ ]*: \([^ ]*\).*/\1/p' <<<"$out" | sort -u | tr '\n' ' ')
+  note "lintian: no errors; warnings (each listed in README): ${tag:-none}"
 }
 
 # The same packages as version PREV (dependencies between them too), with a hydro.yaml that differs
