@@ -74,8 +74,8 @@ Status parse_job_setting(const SettingSpec& spec, const std::string& value, cons
     return Status::OK();
   }
   HYDRO_RETURN_IF_ERROR(check_setting(row, value, where));
-  bool on = false;
   if (row.kind == SettingKind::on_off) {
+    bool on = false;
     HYDRO_RETURN_IF_ERROR(parse_on_off(value, where, &on));
     out->set(spec.key, on ? "on" : "off");
   } else if (row.kind == SettingKind::whole_number) {

@@ -2,7 +2,7 @@
 // with explicit defaults, and the per-job settings a user gives on the command line. Read by the
 // SPANK plugin and by hydroctl; no Slurm here.
 //
-//   required /usr/lib/slurm/spank_hydro.so config=/etc/hydro/hydro.yaml default_pause=on
+//   required /usr/lib/x86_64-linux-gnu/slurm-wlm/spank_hydro.so config=/etc/hydro/hydro.yaml default_pause=on
 //
 // `config=PATH` names a YAML file (etc/hydro.yaml documents every key); the other plugstack
 // arguments are the same keys as key=value and override the file's. Precedence for what reaches

@@ -22,7 +22,8 @@ while read -r n f; do
   [ "$n" -le 400 ] || { echo "style: $f has $n lines (at most 400)" >&2; fail=1; }
 done < <(git ls-files '*.cpp' '*.h' '*.py' | xargs wc -l)
 
-long=$(printf '%s\n' "${cxx[@]}" | ctags -L - --fields=+ne --c++-kinds=f --output-format=json -f - 2>/dev/null |
+long=$({
+  printf '%s\n' "${cxx[@]}" | ctags -L - --fields=+ne --c++-kinds=f --output-format=json -f - 2>/dev/null |
   /usr/bin/python3 -c '
 import json, sys
 for line in sys.stdin:
@@ -35,14 +36,15 @@ for line in sys.stdin:
     above = open(t["path"]).read().splitlines()[max(0, t["line"] - 6):t["line"] - 1]
     if not any("over the 60" in l for l in above):
         print("%s:%d: %s has %d lines (at most 60)" % (t["path"], t["line"], t["name"], n))
-')
-long+=$(git ls-files '*.py' | /usr/bin/python3 -c '
+'
+  git ls-files '*.py' | /usr/bin/python3 -c '
 import ast, sys
 for path in sys.stdin.read().split():
     for node in ast.walk(ast.parse(open(path).read())):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 60:
             print(f"{path}:{node.lineno}: {node.name} has {node.end_lineno - node.lineno + 1} lines (at most 60)")
-')
+'
+})
 if [ -n "$long" ]; then
   echo "$long" >&2
   fail=1

@@ -1,10 +1,12 @@
-// An in-process RankStore for the core's tests, where ranks are threads. (The runtime uses a real
-// c10d TCPStore; libtorch is not available to the core's tests.)
+// An in-process RankStore for the core's tests, where ranks are threads (run_ranks). The runtime
+// uses hydro's TCP store (hydro/tcp_store.h), which needs munged.
 #pragma once
 
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <thread>
+#include <vector>
 
 #include "hydro/rank_store.h"
 
@@ -47,5 +49,15 @@ class MemoryStore : public RankStore {
   std::condition_variable cv_;
   std::map<std::string, std::string> kv_;
 };
+
+// Runs fn(rank) for each rank of `world` on a thread of its own; their Statuses, by rank.
+template <typename Fn>
+std::vector<Status> run_ranks(int world, Fn fn) {
+  std::vector<Status> out(world);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) threads.emplace_back([&, r] { out[r] = fn(r); });
+  for (auto& t : threads) t.join();
+  return out;
+}
 
 }  // namespace hydro::test

@@ -16,16 +16,8 @@ namespace {
 
 using namespace std::chrono_literals;
 using test::MemoryStore;
+using test::run_ranks;
 using test::TempDir;
-
-template <typename Fn>
-std::vector<Status> run_ranks(int world, Fn fn) {
-  std::vector<Status> out(world);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) threads.emplace_back([&, r] { out[r] = fn(r); });
-  for (auto& t : threads) t.join();
-  return out;
-}
 
 TEST(CheckpointGroupLeave, RankZeroWaitsForEveryRankOthersDoNot) {
   test::MemoryStore store;
