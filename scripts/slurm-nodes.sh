@@ -31,6 +31,7 @@ node_hierarchies() {
 nodes_up() {
   local n=$1 i ns
   nodes_down
+  mkdir -p /local  # an empty mount point on this host; each node mounts its own directory there
   ip link add "$node_bridge" type bridge || die "could not make the bridge $node_bridge"
   ip addr add "$node_ctl_addr/24" dev "$node_bridge"
   ip link set "$node_bridge" up
@@ -48,6 +49,7 @@ nodes_up() {
     ip -n "$ns" link set eth0 up
     ip -n "$ns" link set lo up
     mkdir -p "$dir/local/$(node_name $i)"
+    chmod 1777 "$dir/local/$(node_name $i)"  # like $dir/checkpoints: each job's directory is made below it
   done
 }
 
@@ -109,7 +111,6 @@ node_enter() {
   name=$(node_name "$i")
   hostname "$name"
   mount --bind "$dir/hosts" /etc/hosts
-  mkdir -p /local 2>/dev/null || true
   mount --bind "$dir/local/$name" /local
   if [ "$proctrack" = cgroup ]; then
     for h in $(node_hierarchies); do

@@ -62,17 +62,19 @@ class Link {
   std::chrono::milliseconds timeout_;
 };
 
-nlohmann::json files_json(int committer, const std::vector<ManifestFile>& files) {
+nlohmann::json files_json(int committer, const std::string& host, const std::vector<ManifestFile>& files) {
   nlohmann::json j;
   j["committer"] = committer;
+  j["host"] = host;
   j["files"] = nlohmann::json::array();
   for (const auto& f : files) j["files"].push_back({f.name, f.size, f.xxh64});
   return j;
 }
 
-bool parse_files(const nlohmann::json& j, int* committer, std::vector<ManifestFile>* files) {
+bool parse_files(const nlohmann::json& j, int* committer, std::string* host, std::vector<ManifestFile>* files) {
   try {
     *committer = j.at("committer").get<int>();
+    *host = j.at("host").get<std::string>();
     for (const auto& f : j.at("files"))
       files->push_back({f.at(0).get<std::string>(), f.at(1).get<uint64_t>(), f.at(2).get<uint64_t>()});
   } catch (const nlohmann::json::exception&) {
@@ -85,6 +87,22 @@ bool parse_files(const nlohmann::json& j, int* committer, std::vector<ManifestFi
 bool inside_shard(const std::string& name, int rank) {
   const std::string dir = CheckpointGroup::shard_dir(rank) + "/";
   return Manifest::valid_file_name(name) && name.compare(0, dir.size(), dir) == 0;
+}
+
+nlohmann::json offer_json(const ResumeOffer& o, const std::string& host) {
+  return {{"steps", o.loadable}, {"host", host}, {"newest_seen", o.newest_seen}, {"newest_hosts", o.newest_hosts}};
+}
+
+bool parse_offer(const nlohmann::json& j, ResumeOffer* o, std::string* host) {
+  try {
+    o->loadable = j.at("steps").get<std::set<int64_t>>();
+    *host = j.at("host").get<std::string>();
+    o->newest_seen = j.at("newest_seen").get<int64_t>();
+    o->newest_hosts = j.at("newest_hosts").get<std::vector<std::string>>();
+  } catch (const nlohmann::json::exception&) {
+    return false;
+  }
+  return true;
 }
 
 // A number a peer published, or Code::corruption naming it.
@@ -104,7 +122,10 @@ class GroupSave {
         rank_(rank),
         world_(world),
         host_(host),
-        what_("checkpoint of step " + std::to_string(step) + " not committed: ") {}
+        what_("checkpoint of step " + std::to_string(step) + " not committed: "),
+        hosts_(static_cast<size_t>(world), "") {
+    hosts_[static_cast<size_t>(rank)] = host;
+  }
 
   Status run(bool keep, int64_t epoch, const std::function<Status(CheckpointWriter&)>& fill, CheckpointInfo* out) {
     HYDRO_RETURN_IF_ERROR(rank_ == 0 ? start_staging() : join_staging());
@@ -175,7 +196,8 @@ class GroupSave {
     Status s = writer_->set_subdir(CheckpointGroup::shard_dir(rank_));
     if (s.ok()) s = fill(*writer_);
     if (s.ok()) s = writer_->sync_subdir();
-    link_.publish("durable/" + std::to_string(rank_), s, s.ok() ? files_json(committer_, writer_->files()) : nullptr);
+    link_.publish("durable/" + std::to_string(rank_), s,
+                  s.ok() ? files_json(committer_, host_, writer_->files()) : nullptr);
     return s;
   }
 
@@ -197,6 +219,7 @@ class GroupSave {
     if (s.ok()) {
       writer_->add_files({}, true);
       writer_->set_world_size(world_);
+      writer_->set_hosts(hosts_);
       writer_->set_keep(keep);
       writer_->set_epoch(epoch);
       s = writer_->commit(&info);
@@ -213,7 +236,8 @@ class GroupSave {
         link_.receive("durable/" + std::to_string(r), what_, rank_name(r), &body, "did not report its shard durable"));
     int c = 0;
     std::vector<ManifestFile> files;
-    if (!parse_files(body, &c, &files)) return Status::io(what_ + rank_name(r) + " sent a bad file list");
+    if (!parse_files(body, &c, &hosts_[static_cast<size_t>(r)], &files))
+      return Status::io(what_ + rank_name(r) + " sent a bad file list");
     for (const auto& f : files)
       if (!inside_shard(f.name, r))
         return Status::io(what_ + rank_name(r) + " listed a file outside its shard: '" + f.name + "'");
@@ -228,6 +252,7 @@ class GroupSave {
   const std::string host_, what_;
   std::unique_ptr<CheckpointWriter> writer_;
   int committer_ = 0;
+  std::vector<std::string> hosts_;  // each rank's, from its shard's message
 };
 
 }  // namespace
@@ -308,24 +333,43 @@ Status CheckpointGroup::leave(std::chrono::milliseconds limit, int* missing) {
 }
 
 Status CheckpointGroup::agree_on_resume(const std::set<int64_t>& loadable, int64_t* step) {
+  ResumeAgreement a;
+  HYDRO_RETURN_IF_ERROR(agree_on_resume(ResumeOffer{loadable, -1, {}}, &a));
+  *step = a.step;
+  return Status::OK();
+}
+
+Status CheckpointGroup::agree_on_resume(const ResumeOffer& mine, ResumeAgreement* out) {
   Link link(store_, ++round_, timeout_);
-  link.publish("loadable/" + std::to_string(rank_), Status::OK(), loadable);
-  std::set<int64_t> common = loadable;
+  link.publish("loadable/" + std::to_string(rank_), Status::OK(), offer_json(mine, host_));
+  std::vector<ResumeOffer> offers(static_cast<size_t>(world_));
+  ResumeAgreement a;
+  a.hosts.assign(static_cast<size_t>(world_), "");
   for (int r = 0; r < world_; ++r) {
-    if (r == rank_) continue;
+    auto& offer = offers[static_cast<size_t>(r)];
+    if (r == rank_) {
+      offer = mine;
+      a.hosts[static_cast<size_t>(r)] = host_;
+      continue;
+    }
     nlohmann::json body;
     HYDRO_RETURN_IF_ERROR(link.receive("loadable/" + std::to_string(r), "resume: ", rank_name(r), &body));
-    std::set<int64_t> theirs;
-    try {
-      theirs = body.get<std::set<int64_t>>();
-    } catch (const nlohmann::json::exception&) {
-      return Status::corruption("resume: " + rank_name(r) + " sent no list of steps");
-    }
-    std::set<int64_t> both;
-    std::set_intersection(common.begin(), common.end(), theirs.begin(), theirs.end(), std::inserter(both, both.end()));
-    common = std::move(both);
+    if (!parse_offer(body, &offer, &a.hosts[static_cast<size_t>(r)]))
+      return Status::corruption("resume: " + rank_name(r) + " sent a malformed list of steps");
   }
-  *step = common.empty() ? -1 : *common.rbegin();
+  std::set<int64_t> common = offers[0].loadable;
+  for (const auto& offer : offers) {  // in rank order: the same result on every rank
+    std::set<int64_t> both;
+    std::set_intersection(common.begin(), common.end(), offer.loadable.begin(), offer.loadable.end(),
+                          std::inserter(both, both.end()));
+    common = std::move(both);
+    if (offer.newest_seen > a.newest_seen) {
+      a.newest_seen = offer.newest_seen;
+      a.newest_hosts = offer.newest_hosts;
+    }
+  }
+  a.step = common.empty() ? -1 : *common.rbegin();
+  *out = std::move(a);
   return Status::OK();
 }
 

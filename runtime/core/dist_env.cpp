@@ -16,6 +16,25 @@ Status read_int(const char* var, const char* value, long min, long max, int* out
 
 }  // namespace
 
+std::string first_host(const std::string& nodelist) {
+  std::string out;
+  bool in_brackets = false, skipping = false;
+  for (char c : nodelist) {
+    if (!in_brackets && c == ',') break;  // the first name ends
+    if (c == '[') {
+      in_brackets = true;
+      skipping = false;
+    } else if (c == ']') {
+      in_brackets = false;
+    } else if (in_brackets && (c == ',' || c == '-')) {
+      skipping = true;  // past the first number of the range
+    } else if (!skipping || !in_brackets) {
+      out += c;
+    }
+  }
+  return out;
+}
+
 Status DistEnv::from_env(DistEnv* out, const std::function<const char*(const char*)>& getenv) {
   DistEnv d;
   const bool torchrun = getenv("RANK") || getenv("WORLD_SIZE");
@@ -36,10 +55,12 @@ Status DistEnv::from_env(DistEnv* out, const std::function<const char*(const cha
     if (!nodes)
       return Status::invalid_argument("MASTER_ADDR is not set: with " + std::to_string(d.world_size) +
                                       " ranks outside a one-node Slurm step, name the host of rank 0");
-    if (std::string(nodes) != "1")
+    const char* list = getenv("SLURM_STEP_NODELIST");
+    if (std::string(nodes) != "1" && !(list && *list))
       return Status::invalid_argument(
           "MASTER_ADDR is not set: ranks on several nodes need the rendezvous host "
           "(for example the first of `scontrol show hostnames $SLURM_JOB_NODELIST`)");
+    if (std::string(nodes) != "1") d.master_addr = first_host(list);
   }
   if (const char* v = getenv("MASTER_PORT"); v && *v) {
     // Not 65535: hydro's store takes MASTER_PORT + 1.

@@ -31,6 +31,14 @@ bool Manifest::valid_file_name(const std::string& name) {
   return ok(name.substr(0, slash)) && ok(name.substr(slash + 1)) && name.find('/', slash + 1) == std::string::npos;
 }
 
+bool Manifest::holds_shard(int rank) const {
+  if (!sharded) return true;
+  const std::string dir = shard_dir(rank) + "/";
+  for (const auto& f : files)
+    if (f.name.compare(0, dir.size(), dir) == 0) return true;
+  return false;
+}
+
 std::string Manifest::to_json() const {
   nlohmann::json j;
   j["format"] = kFormat;
@@ -43,6 +51,7 @@ std::string Manifest::to_json() const {
   if (generation > 0) j["generation"] = generation;
   if (threads > 0) j["threads"] = threads;
   if (blas_threads > 0) j["blas_threads"] = blas_threads;
+  if (!hosts.empty()) j["hosts"] = hosts;
   j["files"] = nlohmann::json::array();
   for (const auto& f : files) j["files"].push_back({{"name", f.name}, {"size", f.size}, {"xxh64", hex64(f.xxh64)}});
   return j.dump(2) + "\n";
@@ -63,6 +72,7 @@ Status Manifest::parse(const std::string& text, const std::string& where, Manife
     m.generation = j.value("generation", int64_t{0});
     m.threads = j.value("threads", 0);
     m.blas_threads = j.value("blas_threads", 0);
+    m.hosts = j.value("hosts", std::vector<std::string>{});
     for (const auto& f : j.at("files")) {
       ManifestFile mf;
       mf.name = f.at("name").get<std::string>();

@@ -51,31 +51,69 @@ Status newest_valid(Fs& fs, const std::string& root, const std::function<void(co
   return Status::OK();
 }
 
+// This rank's offer: the checkpoints in `dir` it can load (verified, its own shard in them), and the
+// newest of the job's world size it sees at all.
+Status offer_of(CheckpointDir& dir, const Settings& s, int rank, const std::function<void(const std::string&)>& log,
+                ResumeOffer* offer) {
+  std::vector<CheckpointInfo> committed;
+  HYDRO_RETURN_IF_ERROR(dir.list(&committed));
+  for (const auto& c : committed) {
+    Manifest m;
+    Status v = dir.verify(c.name, &m);
+    if (!v.ok()) {
+      log("warning: " + v.message());
+      continue;
+    }
+    if (m.sharded && m.world_size != s.world_size) continue;
+    if (m.holds_shard(rank)) offer->loadable.insert(c.step);
+    if (m.sharded && c.step > offer->newest_seen) {
+      offer->newest_seen = c.step;
+      offer->newest_hosts = m.hosts;
+    }
+  }
+  return Status::OK();
+}
+
+std::string step_text(int64_t step) {
+  return step < 0 ? std::string("step 0 (no checkpoint every rank has)") : "step " + std::to_string(step);
+}
+
+// A newer checkpoint than the agreed one that some rank sees, written with ranks on other hosts than
+// now: node-local directories the job left behind on the hosts it ran on before. Resuming from an
+// older step would silently lose the steps since.
+Status check_not_left_behind(const ResumeAgreement& a) {
+  if (a.newest_seen <= a.step || a.newest_hosts.size() != a.hosts.size()) return Status::OK();
+  for (size_t r = 0; r < a.hosts.size(); ++r) {
+    if (a.newest_hosts[r] == a.hosts[r]) continue;
+    return Status::not_found(
+        "resume: the checkpoint of step " + std::to_string(a.newest_seen) + " cannot be loaded by every rank: rank " +
+        std::to_string(r) + " wrote its shard on host " + a.newest_hosts[r] + " and runs on " + a.hosts[r] +
+        " now, which does not have it (node-local checkpoint directories stay on the hosts the job ran on). "
+        "Resuming from " + step_text(a.step) + " would lose the steps since, so hydro stops. Run the job on the "
+        "hosts it ran on (sbatch --nodelist), or keep checkpoints in a directory every node shares; to start "
+        "over on purpose, move the checkpoints out of HYDRO_CKPT_DIR");
+  }
+  return Status::OK();
+}
+
 Status agreed_by_group(Fs& fs, const Settings& s, CheckpointGroup& group,
                        const std::function<void(const std::string&)>& log, ResumeChoice* out) {
   // hydro-launch sets both; without HYDRO_CKPT_DIR, its choice's directory is this rank's root.
   const std::string root = !s.checkpoint_dir.empty() ? s.checkpoint_dir : split_checkpoint_path(s.resume_from).first;
   HYDRO_RETURN_IF_ERROR(check_if_present(root));
   CheckpointDir dir(root, fs);
-  std::set<int64_t> loadable;
-  std::vector<CheckpointInfo> committed;
-  HYDRO_RETURN_IF_ERROR(dir.list(&committed));
-  for (const auto& c : committed) {
-    Manifest m;
-    Status v = dir.verify(c.name, &m);
-    if (!v.ok())
-      log("warning: " + v.message());
-    else if (!m.sharded || m.world_size == s.world_size)
-      loadable.insert(c.step);
-  }
-  int64_t agreed = -1;
-  HYDRO_RETURN_IF_ERROR(group.agree_on_resume(loadable, &agreed));
+  ResumeOffer offer;
+  HYDRO_RETURN_IF_ERROR(offer_of(dir, s, group.rank(), log, &offer));
+  ResumeAgreement a;
+  HYDRO_RETURN_IF_ERROR(group.agree_on_resume(offer, &a));
+  HYDRO_RETURN_IF_ERROR(check_not_left_behind(a));
+  const int64_t agreed = a.step;
+  const std::set<int64_t>& loadable = offer.loadable;
   const int64_t newest = loadable.empty() ? -1 : *loadable.rbegin();
   if (agreed != newest)
     log("this rank's newest loadable checkpoint is " +
         (newest < 0 ? std::string("none") : "step " + std::to_string(newest)) +
-        ", but not every rank can load it: the ranks resume together from " +
-        (agreed < 0 ? std::string("step 0 (no checkpoint every rank has)") : "step " + std::to_string(agreed)));
+        ", but not every rank can load it: the ranks resume together from " + step_text(agreed));
   if (agreed < 0) return Status::OK();
   const std::string name = CheckpointDir::name_for(agreed);
   HYDRO_RETURN_IF_ERROR(dir.read_manifest(name, &out->manifest));  // verified just above

@@ -37,7 +37,8 @@ if [ "${HYDRO_TEST_INSTALLED:-0}" = 1 ]; then
   chmod 0755 "$train"
 fi
 
-# start_cluster PROCTRACK: starts a private cluster; a test that needs Slurm fails without it.
+# start_cluster PROCTRACK [SLURM_LOCAL_ARGS...]: starts a private cluster (one node, or with
+# --nodes N several hosts); a test that needs Slurm fails without it.
 # HYDRO_TEST_TASK_PLUGIN=affinity binds each task to its CPUs.
 start_cluster() {
   command -v slurmctld >/dev/null || fail "Slurm is not installed (run scripts/setup)"
@@ -46,17 +47,17 @@ start_cluster() {
   trap stop_cluster EXIT
   local out
   out=$("$top/scripts/slurm-local" start --proctrack "$1" --task "${HYDRO_TEST_TASK_PLUGIN:-none}" --dir "$HYDRO_SLURM_DIR" \
-    "${plugstack[@]}") ||
+    "${plugstack[@]}" "${@:2}") ||
     fail "could not start Slurm"
   eval "$out"
   [ -n "${SLURM_CONF:-}" ] || fail "slurm-local printed no SLURM_CONF"
-  note "cluster up: proctrack/$1, SLURM_CONF=$SLURM_CONF"
+  note "cluster up: proctrack/$1 ${*:2}, SLURM_CONF=$SLURM_CONF"
 }
 
 stop_cluster() {
   local rc=$?
   if [ $rc -ne 0 ] && [ -n "${HYDRO_SLURM_DIR:-}" ]; then
-    echo "----- slurmd.log (tail)" >&2; tail -15 "$HYDRO_SLURM_DIR/log/slurmd.log" >&2 || true
+    for f in "$HYDRO_SLURM_DIR"/log/slurmd*.log; do echo "----- $(basename "$f") (tail)" >&2; tail -15 "$f" >&2 || true; done
   fi
   "$top/scripts/slurm-local" stop --dir "$HYDRO_SLURM_DIR" || true
   exit $rc

@@ -196,7 +196,8 @@ TEST(CheckpointGroup, APeerListingAFileOutsideItsShardCommitsNothing) {
       (void)store.get("hydro/1/staging", 5000ms, &v);
       (void)store.set(
           "hydro/1/durable/1",
-          "{\"code\":\"ok\",\"message\":\"\",\"body\":{\"committer\":0,\"files\":[[\"" + bad + "\",1,2]]}}");
+          "{\"code\":\"ok\",\"message\":\"\",\"body\":{\"committer\":0,\"host\":\"h\",\"files\":[[\"" + bad +
+          "\",1,2]]}}");
     });
     CheckpointDir dir(t.path + "/ck");
     Status s = g.save(
@@ -235,6 +236,7 @@ TEST(CheckpointGroup, UnsharedDirectoriesGetACompleteCheckpointPerNode) {
     std::set<std::string> names;
     for (const auto& f : m.files) names.insert(f.name);
     EXPECT_EQ(names, shards) << root;
+    EXPECT_EQ(m.hosts, (std::vector<std::string>{"a", "b", "b"})) << root;  // every rank's host, on each node
     EXPECT_EQ(latest_of(root), "step-000000000030");
   }
 }

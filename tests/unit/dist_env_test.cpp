@@ -63,6 +63,28 @@ TEST(DistEnv, TorchrunVariablesWinOverSlurms) {
   EXPECT_EQ(d.master_port, 1234);
 }
 
+TEST(DistEnv, RanksOnSeveralNodesMeetAtTheFirstHostOfTheStep) {
+  DistEnv d;
+  ASSERT_TRUE(parse({{"SLURM_PROCID", "3"},
+                     {"SLURM_STEP_NUM_TASKS", "4"},
+                     {"SLURM_STEP_NUM_NODES", "2"},
+                     {"SLURM_STEP_NODELIST", "node[1-2]"},
+                     {"SLURM_JOB_ID", "7"}},
+                    &d)
+                  .ok());
+  EXPECT_EQ(d.master_addr, "node1");
+  EXPECT_EQ(d.master_port, 20007);
+}
+
+TEST(DistEnv, TheFirstHostOfASlurmHostList) {
+  EXPECT_EQ(first_host("node1"), "node1");
+  EXPECT_EQ(first_host("node[1-2]"), "node1");
+  EXPECT_EQ(first_host("node[03-04,7],gpu1"), "node03");
+  EXPECT_EQ(first_host("gpu[7,9]"), "gpu7");
+  EXPECT_EQ(first_host("a1,b[2-3]"), "a1");
+  EXPECT_EQ(first_host("rack[2-3]-n[10-11]"), "rack2-n10");
+}
+
 TEST(DistEnv, BadValuesNameTheVariable) {
   DistEnv d;
   EXPECT_EQ(parse({{"SLURM_STEP_NUM_TASKS", "two"}}, &d).message(), "SLURM_STEP_NUM_TASKS='two' is not a whole number");

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -109,6 +110,85 @@ TEST(ResumeChoice, ARankAloneTakesHydroLaunchsChoiceAndVerifiesIt) {
   EXPECT_FALSE(choose_resume(
                    posix_fs(), s, nullptr, [](const std::string&) {}, &c)
                    .ok());
+}
+
+// Node-local directories, one per host, as a multi-host job leaves them: each host's root holds its
+// own ranks' shards of each step (CheckpointGroup's per-node commit).
+void save_on_hosts(const TempDir& t, const std::vector<std::string>& hosts, int64_t step) {
+  const int world = static_cast<int>(hosts.size());
+  MemoryStore store;
+  auto st = run_ranks(world, [&](int r) {
+    CheckpointDir dir(t.path + "/" + hosts[r]);
+    CheckpointGroup g(store, r, world, hosts[r], 5000ms);
+    return g.save(
+        dir, step, false, 0, [&](CheckpointWriter& w) { return w.write_file("model.pt", "rank " + std::to_string(r)); },
+        nullptr);
+  });
+  for (int r = 0; r < world; ++r) ASSERT_TRUE(st[r].ok()) << r << ": " << st[r].to_string();
+}
+
+// Resumes ranks on `hosts`, each from its host's root; the status of each rank.
+std::vector<Status> resume_on_hosts(const TempDir& t, const std::vector<std::string>& hosts,
+                                    std::vector<ResumeChoice>* out) {
+  const int world = static_cast<int>(hosts.size());
+  out->assign(world, {});
+  MemoryStore store;
+  return run_ranks(world, [&](int r) {
+    Settings s;
+    s.rank = r;
+    s.world_size = world;
+    s.checkpoint_dir = t.path + "/" + hosts[r];
+    CheckpointGroup g(store, r, world, hosts[r], 5000ms);
+    return choose_resume(
+        posix_fs(), s, &g, [](const std::string&) {}, &(*out)[r]);
+  });
+}
+
+TEST(ResumeChoice, ARequeueOntoOtherHostsStopsInsteadOfResumingFromAnOlderStepWithNodeLocalDirectories) {
+  TempDir t;
+  save_on_hosts(t, {"node1", "node1", "node2", "node2"}, 10);
+  save_on_hosts(t, {"node1", "node1", "node2", "node2"}, 20);
+  // Requeued onto node2 and node3: node2 holds ranks 2 and 3's shards, node3 nothing.
+  std::vector<ResumeChoice> got;
+  auto st = resume_on_hosts(t, {"node2", "node2", "node3", "node3"}, &got);
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(st[r].code(), Code::not_found) << r;
+    EXPECT_EQ(st[r].message(),
+              "resume: the checkpoint of step 20 cannot be loaded by every rank: rank 0 wrote its shard on host node1 "
+              "and runs on node2 now, which does not have it (node-local checkpoint directories stay on the hosts "
+              "the job ran on). Resuming from step 0 (no checkpoint every rank has) would lose the steps since, so "
+              "hydro stops. Run the job on the hosts it ran on (sbatch --nodelist), or keep checkpoints in a "
+              "directory every node shares; to start over on purpose, move the checkpoints out of HYDRO_CKPT_DIR")
+        << r;
+  }
+}
+
+TEST(ResumeChoice, BackOnItsHostsTheJobResumesFromItsNewestStep) {
+  TempDir t;
+  save_on_hosts(t, {"node1", "node1", "node2", "node2"}, 10);
+  save_on_hosts(t, {"node1", "node1", "node2", "node2"}, 20);
+  std::vector<ResumeChoice> got;
+  auto st = resume_on_hosts(t, {"node1", "node1", "node2", "node2"}, &got);
+  for (int r = 0; r < 4; ++r) {
+    ASSERT_TRUE(st[r].ok()) << r << ": " << st[r].to_string();
+    EXPECT_EQ(got[r].manifest.step, 20) << r;
+    EXPECT_TRUE(got[r].manifest.holds_shard(r)) << r;
+  }
+}
+
+// A step that one host committed and the other never did (it died first): on the same hosts the
+// ranks fall back together to the newest step every host committed.
+TEST(ResumeChoice, AStepOnlyOneHostCommittedFallsBackToTheOneBeforeOnTheSameHosts) {
+  TempDir t;
+  save_on_hosts(t, {"node1", "node2"}, 10);
+  save_on_hosts(t, {"node1", "node2"}, 20);
+  std::filesystem::remove_all(t.path + "/node2/step-000000000020");
+  std::vector<ResumeChoice> got;
+  auto st = resume_on_hosts(t, {"node1", "node2"}, &got);
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(st[r].ok()) << r << ": " << st[r].to_string();
+    EXPECT_EQ(got[r].manifest.step, 10) << r;
+  }
 }
 
 }  // namespace

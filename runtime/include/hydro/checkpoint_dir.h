@@ -72,6 +72,8 @@ class CheckpointWriter {
   }
   void set_epoch(int64_t epoch) { manifest_.epoch = epoch; }
   void set_world_size(int n) { manifest_.world_size = n; }
+  // Each rank's host, by rank (a sharded checkpoint of several ranks).
+  void set_hosts(std::vector<std::string> hosts) { manifest_.hosts = std::move(hosts); }
   // The writer's compute threads (ATen's, OpenBLAS's; 0: unknown), recorded for the resume.
   void set_threads(int aten, int blas) {
     manifest_.threads = aten;

@@ -28,8 +28,10 @@
 #include <functional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "hydro/checkpoint_dir.h"
+#include "hydro/manifest.h"
 #include "hydro/rank_store.h"
 #include "hydro/settings.h"
 
@@ -44,6 +46,21 @@ struct GroupDecision {
   // Some rank has a SIGTSTP pending and checkpoints before pausing: every rank checkpoints now
   // (then `checkpoint` is true too), whatever the mode.
   bool suspend_now = false;
+};
+
+// What a rank offers when the ranks agree where to resume.
+struct ResumeOffer {
+  std::set<int64_t> loadable;  // the steps of the checkpoints it can load (verified, with its shard)
+  int64_t newest_seen = -1;    // the newest checkpoint of the job's world size it sees, its shard or not
+  std::vector<std::string> newest_hosts;  // that checkpoint's host of each rank (Manifest::hosts)
+};
+
+// What every rank learns from all the offers (the same on every rank).
+struct ResumeAgreement {
+  int64_t step = -1;         // the newest step every rank can load; -1: none
+  int64_t newest_seen = -1;  // the newest checkpoint any rank sees, and the hosts that wrote it
+  std::vector<std::string> newest_hosts;
+  std::vector<std::string> hosts;  // each rank's host now
 };
 
 // A rank's part of the suspend checkpoint in a vote.
@@ -68,16 +85,20 @@ class CheckpointGroup {
   Status save(CheckpointDir& dir, int64_t step, bool keep, int64_t epoch,
               const std::function<Status(CheckpointWriter&)>& fill, CheckpointInfo* out);
 
-  // Every rank passes the steps of the checkpoints it can load (verified, with its shard); all
-  // get the newest step common to every rank, or -1 when there is none.
+  // Every rank passes its offer; all get the same agreement: the newest step common to every
+  // rank (or -1), the newest any rank sees and who wrote it, and where each rank runs now.
+  Status agree_on_resume(const ResumeOffer& mine, ResumeAgreement* out);
+  // The step alone.
   Status agree_on_resume(const std::set<int64_t>& loadable, int64_t* step);
+
+  int rank() const { return rank_; }
 
   // Called by every rank as it finishes. Rank 0 serves the store, so it waits (up to `limit`)
   // until every rank has left: a rank still reading the last vote's result must not find the
   // store gone. Other ranks return at once. Returns Code::not_found if some rank never left.
   Status leave(std::chrono::milliseconds limit, int* missing);
 
-  static std::string shard_dir(int rank) { return "rank-" + std::to_string(rank); }
+  static std::string shard_dir(int rank) { return Manifest::shard_dir(rank); }
 
  private:
   void drop_previous_vote();

@@ -1,8 +1,10 @@
 // Who this process is among the job's ranks, read from the environment: torchrun's
 // RANK/WORLD_SIZE/LOCAL_RANK when set, else the Slurm step's SLURM_PROCID/SLURM_STEP_NUM_TASKS/
 // SLURM_LOCALID (a batch script, outside any srun step, is one rank even under `sbatch -n 2`).
-// The rendezvous address is MASTER_ADDR:MASTER_PORT; under a one-node Slurm step MASTER_ADDR
-// defaults to 127.0.0.1 and MASTER_PORT to 20000 + SLURM_JOB_ID % 20000. Errors name the variable.
+// The rendezvous address is MASTER_ADDR:MASTER_PORT. Under a Slurm step MASTER_ADDR defaults to
+// 127.0.0.1 on one node, and on several to the first host of SLURM_STEP_NODELIST, where Slurm's
+// block and cyclic distributions put rank 0 (with --distribution=arbitrary, set MASTER_ADDR);
+// MASTER_PORT defaults to 20000 + SLURM_JOB_ID % 20000. Errors name the variable.
 #pragma once
 
 #include <cstdint>
@@ -23,5 +25,8 @@ struct DistEnv {
   static Status from_env(DistEnv* out, const std::function<const char*(const char*)>& getenv);
   static Status from_env(DistEnv* out);
 };
+
+// The first host of a Slurm host list: "node[03-04,7],gpu1" is node03.
+std::string first_host(const std::string& nodelist);
 
 }  // namespace hydro

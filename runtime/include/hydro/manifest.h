@@ -34,7 +34,16 @@ struct Manifest {
   int threads = 0;
   int blas_threads = 0;
   std::string hydro_version;
+  // Sharded: the host each rank ran on when it wrote its shard, by rank (empty: not recorded).
+  // With node-local directories a host holds only its own ranks' shards, so a resume on other
+  // hosts can tell that a checkpoint it cannot load was not lost but left behind.
+  std::vector<std::string> hosts;
   std::vector<ManifestFile> files;
+
+  // Whether rank `rank`'s shard is in this checkpoint (always, when it is not sharded).
+  bool holds_shard(int rank) const;
+  // The directory of rank `rank`'s shard in a sharded checkpoint.
+  static std::string shard_dir(int rank) { return "rank-" + std::to_string(rank); }
 
   std::string to_json() const;
   // `where` names the file in error messages.
