@@ -1,6 +1,7 @@
 // hydroctl: act on a running hydro job, or inspect its checkpoints. Core only, never libtorch.
 //
-//   hydroctl pause|resume|checkpoint JOBID      scancel --full --signal=USR1|USR2|WINCH JOBID
+//   hydroctl pause|resume|checkpoint JOBID      scancel --signal=USR1|USR2|WINCH JOBID (every step),
+//                                               then the same with --batch (the batch shell)
 //   hydroctl pause|resume|checkpoint --pid PID  pidfd_send_signal(pidfd_open(PID), ...)
 //   hydroctl status DIR|JOBID                   the checkpoints, verified
 // The verbs send what the job's signal map names for them (SignalMap::signal_for; USR1, USR2 and
@@ -146,9 +147,15 @@ int signal_job(const Tools& t, const std::string& job, hydro::Action action, con
   // By number: scancel knows few names (not WINCH).
   std::string arg = "--signal=" + std::to_string(sig);
   std::string ignored;
-  // --full reaches the batch shell (hydro-launch forwards it), its children and every step.
-  int rc = hydro::run_capture({t.scancel, "--full", arg, job}, &ignored);
-  if (rc != 0) return fail(std::string("could not ") + what + " job " + job + " (see scancel's message above)");
+  // Every step (`srun hydro-launch ...` on each node), then the batch shell (a batch script that is
+  // hydro-launch forwards it). Slurm 22.05's --full reaches the batch step alone, and srun forwards
+  // only some signals to its step (USR1 and USR2, not WINCH): measured in multinode.sh.
+  for (const char* which : {"--signal", "--batch"}) {
+    std::vector<std::string> argv{t.scancel, arg, job};
+    if (std::string(which) == "--batch") argv.insert(argv.begin() + 1, "--batch");
+    if (hydro::run_capture(argv, &ignored) != 0)
+      return fail(std::string("could not ") + what + " job " + job + " (see scancel's message above)");
+  }
   std::printf("hydroctl: sent %s to job %s (%s)\n", hydro::signal_name(sig).c_str(), job.c_str(), what);
   return 0;
 }

@@ -33,8 +33,8 @@ nodes_up() {
   nodes_down
   mkdir -p /local  # an empty mount point on this host; each node mounts its own directory there
   ip link add "$node_bridge" type bridge || die "could not make the bridge $node_bridge"
-  ip addr add "$node_ctl_addr/24" dev "$node_bridge"
-  ip link set "$node_bridge" up
+  ip addr add "$node_ctl_addr/24" dev "$node_bridge" || die "could not address the bridge $node_bridge"
+  ip link set "$node_bridge" up || die "could not bring up the bridge $node_bridge"
   {
     echo "127.0.0.1 localhost"
     echo "$node_ctl_addr $(hostname -s)"
@@ -43,11 +43,11 @@ nodes_up() {
   for ((i = 1; i <= n; i++)); do
     ns=$(node_ns $i)
     ip netns add "$ns" || die "could not make the network namespace $ns"
-    ip link add "hydro-v$i" type veth peer name eth0 netns "$ns"
-    ip link set "hydro-v$i" master "$node_bridge" up
-    ip -n "$ns" addr add "$(node_addr $i)/24" dev eth0
-    ip -n "$ns" link set eth0 up
-    ip -n "$ns" link set lo up
+    { ip link add "hydro-v$i" type veth peer name eth0 netns "$ns" &&
+      ip link set "hydro-v$i" master "$node_bridge" up &&
+      ip -n "$ns" addr add "$(node_addr $i)/24" dev eth0 &&
+      ip -n "$ns" link set eth0 up &&
+      ip -n "$ns" link set lo up; } || die "could not link $ns to the bridge $node_bridge"
     mkdir -p "$dir/local/$(node_name $i)"
     chmod 1777 "$dir/local/$(node_name $i)"  # like $dir/checkpoints: each job's directory is made below it
   done
@@ -55,10 +55,15 @@ nodes_up() {
 
 # nodes_down: every namespace, link and cgroup nodes_up and the nodes made (none is an error).
 nodes_down() {
-  local ns h d
+  local ns h d link
   for ns in $(ip netns list 2>/dev/null | awk '$1 ~ /^hydro-node[0-9]+$/ {print $1}'); do
     ip netns pids "$ns" 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
     ip netns del "$ns" 2>/dev/null || true
+  done
+  # A namespace goes away in the background; its veth with it. Delete the links now instead, so
+  # that a start right after a stop finds their names free.
+  for link in $(ip -o link show 2>/dev/null | grep -oP '^[0-9]+: \Khydro-v[0-9]+'); do
+    ip link del "$link" 2>/dev/null || true
   done
   ip link del "$node_bridge" 2>/dev/null || true
   for h in $(node_hierarchies); do

@@ -150,9 +150,8 @@ int default_checkpoint_dir(spank_t sp, const std::string& job) {
 }
 
 // With pause on, the task (and all it starts: the batch shell, a `tee`, the program before its
-// runtime is up) holds the pause signals (blocked and ignored), so that `hydroctl pause` (scancel --full) or a
-// pause signal in the job's first second waits instead of killing it (SignalMap::
-// blocked_until_handled).
+// runtime is up) holds the pause signals (blocked and ignored), so that `hydroctl pause` (scancel, steps and batch) or
+// a pause signal in the job's first second waits instead of killing it (SignalMap:: blocked_until_handled).
 void block_pause_signals(spank_t sp) {
   hydro::SignalMap::hold(hydro::SignalMap::blocked_for_job(get_env(sp, "HYDRO_PAUSE"), get_env(sp, "HYDRO_SIGNALS")));
 }

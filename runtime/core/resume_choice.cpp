@@ -89,7 +89,9 @@ Status check_not_left_behind(const ResumeAgreement& a) {
         "resume: the checkpoint of step " + std::to_string(a.newest_seen) + " cannot be loaded by every rank: rank " +
         std::to_string(r) + " wrote its shard on host " + a.newest_hosts[r] + " and runs on " + a.hosts[r] +
         " now, which does not have it (node-local checkpoint directories stay on the hosts the job ran on). "
-        "Resuming from " + step_text(a.step) + " would lose the steps since, so hydro stops. Run the job on the "
+        "Resuming from " +
+        step_text(a.step) +
+        " would lose the steps since, so hydro stops. Run the job on the "
         "hosts it ran on (sbatch --nodelist), or keep checkpoints in a directory every node shares; to start "
         "over on purpose, move the checkpoints out of HYDRO_CKPT_DIR");
   }

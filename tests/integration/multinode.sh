@@ -75,12 +75,16 @@ advance 25
 every_rank wait_for 'checkpoint of step [0-9]+ committed .*\(requested\); training goes on' 60
 advance 25
 
-note "suspended, then requeued: SIGCONT and SIGTERM, a checkpoint, the job back on the nodes"
+note "suspended, then requeued: the checkpoint before the freeze (Slurm kills a suspended job outright)"
+# With a save time known (the checkpoint above), the step end and a checkpoint fit in the 2 s
+# between SIGTSTP and SIGSTOP (HYDRO_SUSPEND_CHECKPOINT=auto): every rank commits before the freeze.
 scontrol suspend "$job"
 wait_state "$job" SUSPENDED
-scontrol requeue "$job"
-every_rank wait_for 'checkpoint of step [0-9]+ committed.*exiting' 60
-ck1=$(grep -oP 'checkpoint of step \K[0-9]+(?= committed.*exiting)' "$(rank_log 0)" | tail -1)
+every_rank wait_for 'checkpoint of step [0-9]+ committed .* before the suspend' 20
+ck1=$(grep -oP 'checkpoint of step \K[0-9]+(?= committed .* before the suspend)' "$(rank_log 0)" | tail -1)
+scontrol requeue "$job"  # of a suspended job: SIGKILL with no warning, and the job is held
+wait_state "$job" 'PENDING|REQUEUE_HOLD|REQUEUED' 60
+scontrol release "$job" 2>/dev/null || true
 release "$job"
 wait_for "$log" '^restart count: 1 ' 60
 every_rank wait_for "resumed from .* at step $ck1\$" 120
@@ -89,7 +93,7 @@ advance 25
 
 note "preempted: a job of the high partition needs both nodes"
 high=$(sbatch --parsable --exclusive -p high -N 2 -o "$work/high.log" --wrap 'srun hostname') || fail "sbatch -p high failed"
-every_rank wait_count 'checkpoint of step [0-9]+ committed.*exiting' 2 60
+every_rank wait_count 'checkpoint of step [0-9]+ committed.*exiting' 1 60
 ck2=$(grep -oP 'checkpoint of step \K[0-9]+(?= committed.*exiting)' "$(rank_log 0)" | tail -1)
 [ "$ck2" -gt "$ck1" ] || fail "no new checkpoint at the preemption (last was step $ck1)"
 wait_state "$high" COMPLETED 120

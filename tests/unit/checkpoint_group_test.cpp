@@ -194,10 +194,9 @@ TEST(CheckpointGroup, APeerListingAFileOutsideItsShardCommitsNothing) {
     std::thread peer([&] {  // rank 1, by hand
       std::string v;
       (void)store.get("hydro/1/staging", 5000ms, &v);
-      (void)store.set(
-          "hydro/1/durable/1",
-          "{\"code\":\"ok\",\"message\":\"\",\"body\":{\"committer\":0,\"host\":\"h\",\"files\":[[\"" + bad +
-          "\",1,2]]}}");
+      (void)store.set("hydro/1/durable/1",
+                      "{\"code\":\"ok\",\"message\":\"\",\"body\":{\"committer\":0,\"host\":\"h\",\"files\":[[\"" +
+                          bad + "\",1,2]]}}");
     });
     CheckpointDir dir(t.path + "/ck");
     Status s = g.save(

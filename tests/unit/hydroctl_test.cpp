@@ -209,14 +209,16 @@ TEST(HydroctlSignals, TheVerbsSendWhatTheJobsSignalMapNames) {
 
   std::string scontrol = fake_scontrol(t.path, "root(0)");
   std::string scancel = t.path + "/scancel";
-  std::ofstream(scancel) << "#!/bin/sh\necho \"$@\" > " << t.path << "/scancel.args\n";
+  std::ofstream(scancel) << "#!/bin/sh\necho \"$@\" >> " << t.path << "/scancel.args\n";
   ::chmod(scancel.c_str(), 0755);
   std::string yaml = t.path + "/hydro.yaml";
   std::ofstream(yaml) << "signals: \"pause=PWR;resume=URG\"\n";
   const std::string job = bin + " --scontrol " + scontrol + " --scancel " + scancel + " --config " + yaml;
   o = run(job + " resume 42");
   EXPECT_EQ(o.text, "hydroctl: sent SIGURG to job 42 (resume)\n");
-  EXPECT_EQ(slurp(t.path + "/scancel.args"), "--full --signal=" + std::to_string(SIGURG) + " 42\n");
+  // Every step, then the batch shell.
+  const std::string sig = "--signal=" + std::to_string(SIGURG);
+  EXPECT_EQ(slurp(t.path + "/scancel.args"), sig + " 42\n--batch " + sig + " 42\n");
   o = run(job + " --signals 'checkpoint=' checkpoint 42");
   EXPECT_EQ(o.code, 1);
   EXPECT_EQ(o.text, "hydroctl: --signals gives checkpoint no signal\n");

@@ -50,8 +50,8 @@ struct GroupDecision {
 
 // What a rank offers when the ranks agree where to resume.
 struct ResumeOffer {
-  std::set<int64_t> loadable;  // the steps of the checkpoints it can load (verified, with its shard)
-  int64_t newest_seen = -1;    // the newest checkpoint of the job's world size it sees, its shard or not
+  std::set<int64_t> loadable;             // the steps of the checkpoints it can load (verified, with its shard)
+  int64_t newest_seen = -1;               // the newest checkpoint of the job's world size it sees, its shard or not
   std::vector<std::string> newest_hosts;  // that checkpoint's host of each rank (Manifest::hosts)
 };
 
