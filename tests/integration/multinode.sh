@@ -15,7 +15,7 @@ case "$where" in
   *) fail "the second argument is shared or local, not '$where'" ;;
 esac
 
-steps=${HYDRO_TEST_STEPS:-3000}
+steps=${HYDRO_TEST_STEPS:-1500}
 work=$(mktemp -d /tmp/hydro-it.XXXXXX)
 args=(--steps "$steps" --log-every 25 --pg-timeout 300)
 ranks=(0 1 2 3)
@@ -120,7 +120,8 @@ if [ "$where" = local ]; then
       *) fail "node$n's own directory holds '$shards'" ;;
     esac
   done
-  [ -z "$(ls -A "$HYDRO_SLURM_DIR/checkpoints" 2>/dev/null)" ] || fail "checkpoints on the shared disk: $(ls "$HYDRO_SLURM_DIR/checkpoints")"
+  shared=$HYDRO_SLURM_DIR/checkpoints/root/$job
+  [ ! -e "$shared" ] || fail "job $job has checkpoints on the shared disk too: $shared"
 fi
 rm -rf "$work"
 echo "PASS multinode ($proctrack, $where)"

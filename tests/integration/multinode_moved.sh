@@ -9,7 +9,7 @@ source "$(dirname "$0")/lib.sh"
 proctrack=${1:-cgroup}
 start_cluster "$proctrack" --nodes 3 --checkpoint-dir '/local/%u/%j'
 
-steps=${HYDRO_TEST_STEPS:-2000}
+steps=${HYDRO_TEST_STEPS:-1000}
 work=$(mktemp -d /tmp/hydro-it.XXXXXX)
 args=(--steps "$steps" --log-every 25 --pg-timeout 300)
 shape=(-N 2 --ntasks-per-node=2)
@@ -51,8 +51,10 @@ after=$(sed -n '/^restart count: 1 /,$p' "$log" | grep -cE '^[0-9]+: step ') || 
 note "every rank stopped with the hosts named; no step trained from scratch"
 
 note "back on node1 and node2 (as the message says), the job resumes from step $ck"
-scontrol update JobId="$job" ReqNodeList=node1,node2 || fail "scontrol update ReqNodeList failed"
 scontrol requeue "$job" || fail "scontrol requeue of the failed job failed"
+wait_state "$job" 'PENDING|REQUEUE_HOLD|REQUEUED' 60
+scontrol update JobId="$job" ReqNodeList=node1,node2 || fail "scontrol update ReqNodeList failed"
+scontrol release "$job" 2>/dev/null || true
 release "$job"
 wait_for "$log" '^restart count: 2 on node\[1-2\]$' 60
 wait_count "$log" "resumed from .* at step $ck\$" 4 120
