@@ -18,6 +18,7 @@
 #include <optional>
 
 #include "hydro/checkpoint_dir.h"
+#include "hydro/dist_env.h"
 #include "hydro/log.h"
 #include "hydro/exit_codes.h"
 #include "hydro/launch_ready.h"
@@ -40,6 +41,18 @@ constexpr int kReadyWaitSeconds = 60;
 // proctrack/cgroup Slurm signals only the direct children of slurmstepd, so the program never sees
 // these unless we pass them on.
 constexpr int kAlwaysForwarded[] = {SIGTSTP, SIGCONT, SIGTERM, SIGINT, SIGHUP, SIGQUIT};
+
+// Whether `found` (verified) holds this task's rank's shard. A node-local directory holds only the
+// shards of the ranks that ran on this host; after a requeue onto other hosts it may hold other
+// ranks' shards alone. The ranks' runtimes then agree on what to do (hydro/resume_choice.h).
+bool holds_own_shard(const CheckpointDir& dir, const CheckpointInfo& found) {
+  DistEnv env;
+  Manifest m;
+  if (!DistEnv::from_env(&env).ok() || !dir.read_manifest(found.name, &m).ok() || m.holds_shard(env.rank)) return true;
+  say("the newest checkpoint here, step " + std::to_string(found.step) + ", holds other ranks' shards, not rank " +
+      std::to_string(env.rank) + "'s: the ranks agree on where to resume");
+  return false;
+}
 
 // Sets HYDRO_RESUME_FROM for the program; false when the checkpoint directory cannot be used.
 bool prepare_resume(const Options& o) {
@@ -67,6 +80,7 @@ bool prepare_resume(const Options& o) {
     say("no valid checkpoint in " + o.checkpoint_dir + ": the program starts fresh");
     return true;
   }
+  if (!holds_own_shard(dir, *found)) return true;
   ::setenv("HYDRO_RESUME_FROM", found->path.c_str(), 1);
   say("resuming from step " + std::to_string(found->step) + " (" + found->path + ")");
   return true;
