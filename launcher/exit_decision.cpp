@@ -10,6 +10,32 @@
 
 namespace hydro::launcher {
 
+namespace {
+
+// How the run ended, for the log: "" when it ended cleanly or asked to be requeued.
+std::string failure_of(int status, const std::string& hang) {
+  if (!hang.empty()) return "the watchdog killed it (" + hang + " hung)";
+  if (WIFSIGNALED(status)) return "the program was killed by " + signal_name(WTERMSIG(status));
+  int code = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  if (code == 0 || code == kExitRequeue) return "";
+  return "the program exited with status " + std::to_string(code);
+}
+
+// With --restarts, a program that failed and was not (or no longer) restarted in place is requeued
+// like a hung one, while SLURM_RESTART_COUNT is below --max-restarts.
+ExitDecision decide_failure_exit(const std::string& failure, int wait_status, int restart_count, int max_restarts) {
+  int code = WIFSIGNALED(wait_status) ? 128 + WTERMSIG(wait_status) : WEXITSTATUS(wait_status);
+  if (restart_count >= max_restarts)
+    return {code, false,
+            failure + "; not requeueing: the job has been restarted " + std::to_string(restart_count) +
+                " times (SLURM_RESTART_COUNT) and --max-restarts is " + std::to_string(max_restarts)};
+  return {kExitRequeue, true,
+          failure + "; requeueing the job (restart " + std::to_string(restart_count + 1) + " of --max-restarts " +
+              std::to_string(max_restarts) + ")"};
+}
+
+}  // namespace
+
 ExitDecision decide_exit(int status, bool terminating, bool in_slurm_job) {
   if (WIFSIGNALED(status)) {
     int sig = WTERMSIG(status);
@@ -41,6 +67,30 @@ ExitDecision decide_watchdog_exit(const std::string& hang, bool terminating, boo
               std::to_string(max_restarts) + ")"};
 }
 
+RestartDecision decide_restart(const Options& o, int wait_status, bool terminating, const std::string& hang,
+                               int restarts_done, int64_t resumed_step, int64_t newest_step, int world_size) {
+  RestartDecision d;
+  const std::string failure = failure_of(wait_status, hang);
+  if (failure.empty() || terminating || o.restarts == 0) return d;
+  d.why = failure + "; ";
+  if (world_size > 1) {
+    d.why += "not restarting it in this allocation: --restarts restarts one task's program, and this step has " +
+             std::to_string(world_size) + " tasks";
+  } else if (restarts_done >= o.restarts) {
+    d.why += "not restarting it again: --restarts " + std::to_string(o.restarts) + " used up";
+  } else if (restarts_done > 0 && newest_step <= resumed_step) {
+    d.why += "not restarting it again: it failed again before any checkpoint past " +
+             (resumed_step < 0 ? std::string("its start") : "step " + std::to_string(resumed_step)) +
+             ", so a restart here would redo the same steps";
+  } else {
+    d.restart = true;
+    d.why += "restart " + std::to_string(restarts_done + 1) + " of --restarts " + std::to_string(o.restarts) +
+             " (generation " + std::to_string(restarts_done + 1) +
+             "): starting it again in this allocation from its newest checkpoint";
+  }
+  return d;
+}
+
 int parse_restart_count(const char* value) {
   if (!value || !*value) return 0;
   long n = 0;
@@ -62,8 +112,11 @@ ExitDecision decide_after_run(const Options& o, int wait_status, bool terminatin
     restarts = 0;
   }
   ExitDecision d;
+  const std::string failure = failure_of(wait_status, hang);
   if (!hang.empty()) {
     d = decide_watchdog_exit(hang, terminating, in_job, restarts, o.max_restarts);
+  } else if (o.restarts > 0 && !failure.empty() && !terminating && in_job) {
+    d = decide_failure_exit(failure, wait_status, restarts, o.max_restarts);
   } else {
     d = decide_exit(wait_status, terminating, in_job);
     if (d.requeue && restarts >= o.max_restarts) {

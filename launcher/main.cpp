@@ -60,7 +60,7 @@ bool env_number(const char* env, int* out) {
 // The defaults the job's environment gives (the plugin sets them): false on a bad value.
 bool read_env_defaults(Options* o) {
   if (const char* d = std::getenv("HYDRO_CKPT_DIR")) o->checkpoint_dir = d;
-  if (!env_number("HYDRO_MAX_RESTARTS", &o->max_restarts) ||
+  if (!env_number("HYDRO_MAX_RESTARTS", &o->max_restarts) || !env_number("HYDRO_RESTARTS", &o->restarts) ||
       !env_number("HYDRO_TIME_LIMIT_MARGIN", &o->time_limit_margin))
     return false;
   if (const char* map = std::getenv("HYDRO_SIGNALS")) {
@@ -96,6 +96,14 @@ void add_options(CLI::App& app, Options& o, std::string& requeue_signal) {
                  "again, a watchdog expiry) happen only while SLURM_RESTART_COUNT is below this (default: "
                  "$HYDRO_MAX_RESTARTS, which the SPANK plugin sets from --hydro-max-restarts or the admin's "
                  "max_restarts, else 3). Requeues by Slurm (scontrol requeue, preemption) are not counted against it")
+      ->capture_default_str();
+  app.add_option("--restarts", o.restarts,
+                 "When the program crashes (a signal, or a status other than 0 and 75) or the watchdog kills it, "
+                 "start it again inside the job's allocation, from its newest checkpoint, up to this many times, "
+                 "with HYDRO_RESTART_GENERATION=1, 2, ... (default: $HYDRO_RESTARTS, which the SPANK plugin sets "
+                 "from --hydro-restarts or the admin's restarts, else 0 = never). A restart that fails again "
+                 "before a newer checkpoint is not tried again. After the last one the job is requeued, up to "
+                 "--max-restarts. One task per step only: with several tasks the job is requeued as before")
       ->capture_default_str();
   app.add_option("--time-limit-margin", o.time_limit_margin,
                  "Seconds before the job's time limit (its EndTime, read with `scontrol show job` at the start, "
@@ -145,6 +153,7 @@ bool check_options(Options* o, const std::string& requeue_signal) {
     return false;
   }
   if (!valid("HYDRO_MAX_RESTARTS", std::to_string(o->max_restarts), "--max-restarts") ||
+      !valid("HYDRO_RESTARTS", std::to_string(o->restarts), "--restarts") ||
       !valid("HYDRO_TIME_LIMIT_MARGIN", std::to_string(o->time_limit_margin), "--time-limit-margin"))
     return false;
   return true;

@@ -18,6 +18,7 @@
 #include <optional>
 
 #include "hydro/checkpoint_dir.h"
+#include "resume.h"
 #include "hydro/dist_env.h"
 #include "hydro/log.h"
 #include "hydro/exit_codes.h"
@@ -41,50 +42,6 @@ constexpr int kReadyWaitSeconds = 60;
 // proctrack/cgroup Slurm signals only the direct children of slurmstepd, so the program never sees
 // these unless we pass them on.
 constexpr int kAlwaysForwarded[] = {SIGTSTP, SIGCONT, SIGTERM, SIGINT, SIGHUP, SIGQUIT};
-
-// Whether `found` (verified) holds this task's rank's shard. A node-local directory holds only the
-// shards of the ranks that ran on this host; after a requeue onto other hosts it may hold other
-// ranks' shards alone. The ranks' runtimes then agree on what to do (hydro/resume_choice.h).
-bool holds_own_shard(const CheckpointDir& dir, const CheckpointInfo& found) {
-  DistEnv env;
-  Manifest m;
-  if (!DistEnv::from_env(&env).ok() || !dir.read_manifest(found.name, &m).ok() || m.holds_shard(env.rank)) return true;
-  say("the newest checkpoint here, step " + std::to_string(found.step) + ", holds other ranks' shards, not rank " +
-      std::to_string(env.rank) + "'s: the ranks agree on where to resume");
-  return false;
-}
-
-// Sets HYDRO_RESUME_FROM for the program; false when the checkpoint directory cannot be used.
-bool prepare_resume(const Options& o) {
-  ::unsetenv("HYDRO_RESUME_FROM");
-  if (o.checkpoint_dir.empty()) {
-    say("no checkpoint directory (--checkpoint-dir or HYDRO_CKPT_DIR): the program starts fresh");
-    return true;
-  }
-  // --checkpoint-dir replaces the plugin's default: it is no longer hydro's default then.
-  if (const char* env = std::getenv("HYDRO_CKPT_DIR"); !env || o.checkpoint_dir != env)
-    ::unsetenv("HYDRO_CKPT_DIR_DEFAULT");
-  ::setenv("HYDRO_CKPT_DIR", o.checkpoint_dir.c_str(), 1);
-  if (std::string note = default_checkpoint_dir_note(); !note.empty()) say(note);
-  CheckpointDir dir(o.checkpoint_dir);
-  Status st = dir.open();
-  if (!st.ok()) {
-    say("error: checkpoint directory: " + st.message());
-    return false;
-  }
-  std::optional<CheckpointInfo> found;
-  std::vector<std::string> warnings;
-  st = dir.latest_valid(&found, &warnings);
-  for (const auto& w : warnings) say("warning: " + w);
-  if (!found) {
-    say("no valid checkpoint in " + o.checkpoint_dir + ": the program starts fresh");
-    return true;
-  }
-  if (!holds_own_shard(dir, *found)) return true;
-  ::setenv("HYDRO_RESUME_FROM", found->path.c_str(), 1);
-  say("resuming from step " + std::to_string(found->step) + " (" + found->path + ")");
-  return true;
-}
 
 // `ready_fd`: the write end of the readiness pipe (hydro/launch_ready.h), kept open in the child.
 // The program starts with hydro-launch's own mask, holding `held` (SignalMap::blocked_for_job,
@@ -138,12 +95,16 @@ class Supervisor {
   // Takes the signals, prepares the resume and the watchdog, starts the program. 0 when it runs,
   // else hydro-launch's exit code.
   int start();
+  // In-job restart: starts the program again after it ended, as generation `generation`, from the
+  // newest checkpoint. 0 when it runs, else hydro-launch's exit code.
+  int restart(int generation);
   // The event loop: returns once the program has ended (or was killed after a loop error).
   void run_until_exit();
   // Removes the watchdog's FIFO (if hydro-launch made it) and closes the loop's descriptors.
   void close_fds();
 
   int wait_status() const { return status_; }
+  int64_t resumed_step() const { return resumed_step_; }
   bool terminating() const { return terminating_; }
   const std::string& hang() const { return hang_; }
 
@@ -151,6 +112,7 @@ class Supervisor {
   using Steady = std::chrono::steady_clock;
   int take_signals();
   int open_watchdog();
+  int launch();  // the resume, the readiness pipe, the program
   int poll_timeout_ms() const;
   void on_ready();
   void on_ready_deadline();
@@ -169,9 +131,10 @@ class Supervisor {
   Steady::time_point ready_deadline_;  // a program without hydro's runtime is not waited for longer
   std::unique_ptr<Watchdog> watchdog_;
   std::unique_ptr<TimeLimitWatch> time_limit_;
-  bool terminating_ = false;  // Slurm sent SIGTERM
-  std::string hang_;          // set when the watchdog killed a worker: the program's end is a hang
-  int status_ = 0;            // the program's wait status
+  bool terminating_ = false;   // Slurm sent SIGTERM
+  std::string hang_;           // set when the watchdog killed a worker: the program's end is a hang
+  int status_ = 0;             // the program's wait status
+  int64_t resumed_step_ = -1;  // the checkpoint the program was started from; -1: none
 };
 
 int Supervisor::take_signals() {
@@ -206,8 +169,32 @@ int Supervisor::open_watchdog() {
 
 int Supervisor::start() {
   if (int rc = take_signals()) return rc;
-  if (!prepare_resume(o_)) return 2;
   if (int rc = open_watchdog()) return rc;
+  if (int rc = launch()) return rc;
+  if (o_.time_limit_margin > 0) {
+    const char* job = std::getenv("SLURM_JOB_ID");
+    if (job && *job)
+      time_limit_ =
+          std::make_unique<TimeLimitWatch>(o_.time_limit_margin, TimeLimitWatch::from_scontrol(o_.scontrol, job), say);
+    else
+      say("--time-limit-margin: not in a Slurm job (no SLURM_JOB_ID); no time limit to watch");
+  }
+  return 0;
+}
+
+int Supervisor::restart(int generation) {
+  if (ready_fd_ >= 0) ::close(ready_fd_);
+  ready_fd_ = -1;
+  awaiting_ready_ = true;
+  exit_held_ = false;
+  hang_.clear();
+  status_ = 0;
+  ::setenv("HYDRO_RESTART_GENERATION", std::to_string(generation).c_str(), 1);
+  return launch();
+}
+
+int Supervisor::launch() {
+  if (!prepare_resume(o_, &resumed_step_)) return 2;
   int ready[2] = {-1, -1};
   if (::pipe2(ready, O_CLOEXEC) != 0) {
     say(std::string("error: pipe: ") + std::strerror(errno));
@@ -223,14 +210,6 @@ int Supervisor::start() {
   }
   say("started " + o_.command[0] + " as pid " + std::to_string(child_));
   if (watchdog_) watchdog_->set_child(child_);
-  if (o_.time_limit_margin > 0) {
-    const char* job = std::getenv("SLURM_JOB_ID");
-    if (job && *job)
-      time_limit_ =
-          std::make_unique<TimeLimitWatch>(o_.time_limit_margin, TimeLimitWatch::from_scontrol(o_.scontrol, job), say);
-    else
-      say("--time-limit-margin: not in a Slurm job (no SLURM_JOB_ID); no time limit to watch");
-  }
   return 0;
 }
 
@@ -344,10 +323,28 @@ void Supervisor::close_fds() {
 
 }  // namespace
 
+int world_size() {
+  DistEnv env;
+  return DistEnv::from_env(&env).ok() ? env.world_size : 1;
+}
+
+// Runs the program until it ends, and again in this allocation while --restarts allows (generation
+// 1, 2, ...). 0 once it has ended for good, else hydro-launch's exit code.
+int run_generations(const Options& o, Supervisor& supervisor) {
+  if (int rc = supervisor.start()) return rc;
+  for (int done = 0;; ++done) {
+    supervisor.run_until_exit();
+    RestartDecision r = decide_restart(o, supervisor.wait_status(), supervisor.terminating(), supervisor.hang(), done,
+                                       supervisor.resumed_step(), newest_step(o), world_size());
+    if (!r.why.empty()) say(r.why);
+    if (!r.restart) return 0;
+    if (int rc = supervisor.restart(done + 1)) return rc;
+  }
+}
+
 int run(const Options& o) {
   Supervisor supervisor(o);
-  if (int rc = supervisor.start()) return rc;
-  supervisor.run_until_exit();
+  if (int rc = run_generations(o, supervisor)) return rc;
   supervisor.close_fds();
   ExitDecision d = decide_after_run(o, supervisor.wait_status(), supervisor.terminating(), supervisor.hang());
   say(d.why);

@@ -2,6 +2,7 @@
 // and turn its "checkpointed, requeue me" exit status into a requeue of the job.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@ struct Options {
       30;                     // --watchdog-kill-after: seconds from a catchable expiry signal to SIGKILL; 0 = never
   int time_limit_margin = 0;  // --time-limit-margin, $HYDRO_TIME_LIMIT_MARGIN: seconds; 0 = no watch
   int max_restarts = 3;       // --max-restarts, $HYDRO_MAX_RESTARTS: hydro-launch's own requeues (SLURM_RESTART_COUNT)
+  int restarts = 0;           // --restarts, $HYDRO_RESTARTS: starts again in this allocation before a requeue
   SignalMap signals = SignalMap::defaults();  // $HYDRO_SIGNALS: forwarded, and whose checkpoint_exit asks
   std::vector<std::string> command;
 };
@@ -40,6 +42,20 @@ ExitDecision decide_watchdog_exit(const std::string& hang, bool terminating, boo
 // SLURM_RESTART_COUNT against --max-restarts, a preemption in progress (requeued now), and only
 // task 0's hydro-launch running the requeue.
 ExitDecision decide_after_run(const Options& o, int wait_status, bool terminating, const std::string& hang);
+// In-job restart (--restarts N): whether to start the program again in this allocation after a
+// run that ended with `wait_status` (or a watchdog `hang`). `restarts_done`: this hydro-launch's
+// restarts so far; `resumed_step` and `newest_step`: the checkpoint the run resumed from and the
+// newest one now (-1: none). A run that failed again without a newer checkpoint than the one it
+// resumed from would redo the same steps: that falls back to the requeue. So do the last restart,
+// a clean exit, a requeue the program asks for, Slurm ending the job, and several tasks (their
+// restart together is not built yet).
+struct RestartDecision {
+  bool restart = false;
+  std::string why;  // empty when there was nothing to restart (a clean end)
+};
+RestartDecision decide_restart(const Options& o, int wait_status, bool terminating, const std::string& hang,
+                               int restarts_done, int64_t resumed_step, int64_t newest_step, int world_size);
+
 // SLURM_RESTART_COUNT's value (null or empty = 0) -> restarts; -1 when it is not a number.
 int parse_restart_count(const char* value);
 

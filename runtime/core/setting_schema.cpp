@@ -24,6 +24,9 @@ const std::vector<SettingRow>& settings_schema() {
        "sync_any|sync_all|async", "sync_any", "hydro: how the ranks checkpoint [sync_any|sync_all|async]"},
       {"HYDRO_MAX_RESTARTS", "max_restarts", "hydro-max-restarts", "N", K::whole_number, 0, 1000000, nullptr, "3",
        "hydro: the most times hydro-launch requeues the job itself"},
+      {"HYDRO_RESTARTS", "restarts", "hydro-restarts", "N", K::whole_number, 0, 1000, nullptr, "0",
+       "hydro: times hydro-launch starts a crashed or hung program again inside the job's allocation, from its "
+       "newest checkpoint, before it requeues the job; 0 = never"},
       {"HYDRO_TIME_LIMIT_MARGIN", "time_limit_margin", "hydro-time-limit-margin", "SECONDS", K::whole_number, 0,
        365 * 24 * 3600, nullptr, "0",
        "hydro: hydro-launch checkpoints and requeues the job this long before its time limit; 0 = off"},

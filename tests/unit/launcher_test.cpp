@@ -20,6 +20,9 @@ namespace hydro {
 namespace {
 
 using launcher::decide_exit;
+using test::fake_scontrol;
+using test::LaunchResult;
+using test::run_launcher;
 
 int exited(int code) { return code << 8; }
 
@@ -81,25 +84,6 @@ std::string slurp(const std::string& path) {
   std::stringstream s;
   s << f.rdbuf();
   return s.str();
-}
-
-struct LaunchResult {
-  int status;
-  std::string err;
-};
-
-LaunchResult run_launcher(const std::vector<std::string>& args, const std::vector<std::string>& env,
-                          const std::string& dir, int send_signal = 0) {
-  std::string err_path = dir + "/launcher.err";
-  pid_t pid = test::spawn_launcher(args, env, err_path);
-  if (send_signal) {
-    // Wait until the child program says it is ready, then signal the launcher.
-    for (int i = 0; i < 10000 && !posix_fs().exists(dir + "/ready"); ++i) ::usleep(1000);
-    ::kill(pid, send_signal);
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return {status, slurp(err_path)};
 }
 
 TEST(Launcher, StartsFreshThenResumesFromTheNewestValidCheckpoint) {
@@ -183,23 +167,6 @@ TEST(Subprocess, AHelperStartsWithNoSignalBlocked) {
 
 // A stand-in scontrol that records its arguments in DIR/scontrol.args: the real one is exercised
 // by the Slurm integration tests (tests/integration/suspend_requeue.sh).
-// `show job` prints a job with PreemptTime=PREEMPT (a real Slurm's preemption is tested in
-// tests/integration/preempt.sh) and records nothing.
-std::string fake_scontrol(const std::string& dir, const std::string& preempt = "None",
-                          const std::string& end = "Unknown") {
-  const std::string path = dir + "/scontrol";
-  {
-    std::ofstream f(path);
-    f << "#!/bin/sh\nif [ \"$1\" = show ]; then echo '   JobState=RUNNING'; echo '   "
-         "PreemptEligibleTime=2026-11-23T05:47:01 "
-         "PreemptTime="
-      << preempt << "'; echo '   StartTime=2026-11-23T05:40:00 EndTime=" << end
-      << " Deadline=N/A'; exit 0; fi\necho \"$@\" > " << dir << "/scontrol.args\n";
-  }
-  ::chmod(path.c_str(), 0755);
-  return path;
-}
-
 // A program that says it is ready (to hydro-launch as hydro's Runtime does, and to the test),
 // then checkpoints-and-exits (status 75) on SIGTERM.
 std::string exits_75_on_term(const std::string& dir) {

@@ -2,10 +2,15 @@
 // into ERR_PATH. For the tests that run hydro-launch as a whole process.
 #pragma once
 
+#include <sys/wait.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -24,6 +29,44 @@ inline pid_t spawn_launcher(const std::vector<std::string>& args, const std::vec
     ::_exit(127);
   }
   return pid;
+}
+
+struct LaunchResult {
+  int status;
+  std::string err;
+};
+
+// Runs hydro-launch to its end (its stderr in DIR/launcher.err). With `send_signal`, sends it once
+// the program has touched DIR/ready.
+inline LaunchResult run_launcher(const std::vector<std::string>& args, const std::vector<std::string>& env,
+                                 const std::string& dir, int send_signal = 0) {
+  std::string err_path = dir + "/launcher.err";
+  pid_t pid = spawn_launcher(args, env, err_path);
+  if (send_signal) {
+    for (int i = 0; i < 10000 && ::access((dir + "/ready").c_str(), F_OK) != 0; ++i) ::usleep(1000);
+    ::kill(pid, send_signal);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  std::ifstream f(err_path);
+  return {status, std::string(std::istreambuf_iterator<char>(f), {})};
+}
+
+// `show job` prints a job with PreemptTime=PREEMPT (a real Slurm's preemption is tested in
+// tests/integration/preempt.sh) and records nothing.
+inline std::string fake_scontrol(const std::string& dir, const std::string& preempt = "None",
+                                 const std::string& end = "Unknown") {
+  const std::string path = dir + "/scontrol";
+  {
+    std::ofstream f(path);
+    f << "#!/bin/sh\nif [ \"$1\" = show ]; then echo '   JobState=RUNNING'; echo '   "
+         "PreemptEligibleTime=2026-11-23T05:47:01 "
+         "PreemptTime="
+      << preempt << "'; echo '   StartTime=2026-11-23T05:40:00 EndTime=" << end
+      << " Deadline=N/A'; exit 0; fi\necho \"$@\" > " << dir << "/scontrol.args\n";
+  }
+  ::chmod(path.c_str(), 0755);
+  return path;
 }
 
 }  // namespace hydro::test
