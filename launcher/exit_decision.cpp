@@ -113,11 +113,14 @@ ExitDecision decide_after_run(const Options& o, int wait_status, bool terminatin
   }
   ExitDecision d;
   const std::string failure = failure_of(wait_status, hang);
+  // A hang or a failure is this task's alone: its peers only see their collectives fail.
+  bool only_here = true;
   if (!hang.empty()) {
     d = decide_watchdog_exit(hang, terminating, in_job, restarts, o.max_restarts);
   } else if (o.restarts > 0 && !failure.empty() && !terminating && in_job) {
     d = decide_failure_exit(failure, wait_status, restarts, o.max_restarts);
   } else {
+    only_here = false;
     d = decide_exit(wait_status, terminating, in_job);
     if (d.requeue && restarts >= o.max_restarts) {
       d.requeue = false;
@@ -134,9 +137,12 @@ ExitDecision decide_after_run(const Options& o, int wait_status, bool terminatin
       }
     }
   }
-  // With several tasks (srun -n N hydro-launch ...), every task's hydro-launch decides the same;
-  // the one of task 0 requeues the job, once.
-  if (const char* procid = std::getenv("SLURM_PROCID"); d.requeue && procid && std::string(procid) != "0") {
+  // With several tasks (srun -n N hydro-launch ...), every task's hydro-launch decides the same
+  // about a checkpoint-and-exit; the one of task 0 requeues the job, once. A hang or a failure only
+  // the task that saw it knows of (a peer's program fails in its collective, or waits in it): that
+  // task requeues.
+  const char* procid = std::getenv("SLURM_PROCID");
+  if (d.requeue && !only_here && procid && std::string(procid) != "0") {
     d.requeue = false;
     d.why += " (hydro-launch of task 0 runs the requeue)";
   }

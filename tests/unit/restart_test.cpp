@@ -65,6 +65,25 @@ TEST(RestartDecision, NothingIsRestartedThatEndedWellOrThatSlurmEndsOrWithSevera
             "task's program, and this step has 4 tasks");
 }
 
+// With several tasks, a checkpoint-and-exit is every task's and task 0 requeues once; a hang (or,
+// with --restarts, a failure) is seen by one task alone, whichever it is, and that task requeues.
+TEST(RestartDecision, TheTaskThatSawAHangOrAFailureRequeuesNotOnlyTaskZero) {
+  ::setenv("SLURM_JOB_ID", "4242", 1);
+  ::setenv("SLURM_PROCID", "3", 1);
+  ::setenv("SLURM_RESTART_COUNT", "0", 1);
+  launcher::Options o = with_restarts(1);
+  auto d = launcher::decide_after_run(o, SIGKILL, false, "pid 9 scope 'step'");
+  EXPECT_TRUE(d.requeue) << d.why;
+  d = launcher::decide_after_run(o, exited(1), false, "");
+  EXPECT_TRUE(d.requeue) << d.why;
+  d = launcher::decide_after_run(o, exited(kExitRequeue), false, "");
+  EXPECT_FALSE(d.requeue);
+  EXPECT_EQ(d.why,
+            "the program checkpointed and asks to be run again: requeueing the job (hydro-launch of task 0 "
+            "runs the requeue)");
+  for (const char* v : {"SLURM_JOB_ID", "SLURM_PROCID", "SLURM_RESTART_COUNT"}) ::unsetenv(v);
+}
+
 std::string slurp(const std::string& path) {
   std::ifstream f(path);
   return std::string(std::istreambuf_iterator<char>(f), {});
