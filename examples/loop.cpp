@@ -6,11 +6,13 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <optional>
 #include <thread>
 
 #include "hydro/distributed.h"  // ranks
 #include "hydro/log.h"
 #include "hydro/runtime.h"  // hydro
+#include "hydro/watchdog_client.h"
 #include "weights_digest.h"
 
 namespace {
@@ -24,7 +26,7 @@ at::Generator batch_generator(int64_t seed, int64_t step, int rank) {
 
 struct Options {
   int64_t steps = 2000, batch = 64, hidden = 512, log_every = 10, seed = 1234, step_ms = 0, pg_timeout = 1800;
-  double lr = 0.01;
+  double lr = 0.01, step_timeout = 0;
 };
 
 void add_options(CLI::App& app, Options& o) {
@@ -41,6 +43,11 @@ void add_options(CLI::App& app, Options& o) {
   app.add_option("--log-every", o.log_every, "Print the loss every N steps")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_option("--step-timeout", o.step_timeout,
+                 "Arm a watchdog timer of this many seconds around each step (under hydro-launch --watchdog-file: "
+                 "a step that hangs longer is killed and the job requeued); 0 = none")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--pg-timeout", o.pg_timeout,
                  "With several ranks: seconds a collective may wait for a peer; a pause or suspend must be shorter")
       ->capture_default_str()
@@ -75,7 +82,10 @@ int main(int argc, char** argv) {
     hydro.track("model", *model);          // hydro
     hydro.track("optimizer", optimizer);   // hydro
     const int64_t first = hydro.resume();  // hydro: resume
+    hydro::WatchdogClient watchdog;        // hydro-launch --watchdog-file's FIFO; without one, timers do nothing
     for (int64_t step = first; step < o.steps;) {
+      std::optional<hydro::ScopedTimer> timer;  // armed for the whole step, the checkpoint included
+      if (o.step_timeout > 0) timer.emplace(watchdog, "step", o.step_timeout);
       torch::Tensor x = group ? torch::randn({o.batch, 64}, batch_generator(o.seed, step, group->rank()))
                               : torch::randn({o.batch, 64});  // one rank: the data draws from the checkpointed RNG
       torch::Tensor y = torch::matmul(x, teacher).argmax(1);

@@ -6,6 +6,7 @@ ranks train with DistributedDataParallel over Gloo (the lines marked "ranks"). P
 X' and finally 'weights_digest=<hex>'; checkpoints go to $HYDRO_CKPT_DIR. The same flags and output
 as the C++ hydro-example-loop, so the Slurm path tests run either."""
 import argparse
+import contextlib
 import hashlib
 import sys
 import time
@@ -25,6 +26,9 @@ def parse():
     p.add_argument("--seed", type=int, default=1234, help="seed for the weights and the data (default 1234)")
     p.add_argument("--step-ms", type=int, default=0, help="sleep this long after each step (the weights do not change)")
     p.add_argument("--log-every", type=int, default=10, help="print the loss every N steps (default 10)")
+    p.add_argument("--step-timeout", type=float, default=0,
+                   help="arm a watchdog timer of this many seconds around each step (under hydro-launch "
+                        "--watchdog-file: a step that hangs longer is killed and the job requeued); 0 = none")
     p.add_argument("--pg-timeout", type=int, default=1800,
                    help="with several ranks: seconds a collective may wait for a peer (default 1800)")
     return p.parse_args()
@@ -54,24 +58,27 @@ def main():
     rt.track("optimizer", opt)                                                # hydro
     first = step = rt.resume()                                                # hydro
     while step < a.steps:
-        # Several ranks: each draws its batch from a generator of (seed, step, rank); one rank: from
-        # the training's own generator, which checkpoints hold.
-        g = torch.Generator().manual_seed(a.seed * 1000003 + step * 1009 + env["rank"]) if ranks else None
-        x = torch.randn(a.batch, 64, generator=g)
-        y = (x @ teacher).argmax(1)
-        opt.zero_grad()
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        step += 1
-        if step == first + 1:
-            hydro._C.log_line("hydro-example-loop", f"first step done: step {step}")
-        if step % a.log_every == 0:
-            print(f"step {step} loss {loss.item():.6f}", flush=True)
-        if a.step_ms:
-            time.sleep(a.step_ms / 1000)
-        if not rt.step_end(step):                                             # hydro
-            sys.exit(hydro.EXIT_REQUEUE)                                      # hydro
+        # A watchdog timer around the whole step, the checkpoint included (none without --step-timeout).
+        timer = hydro.watchdog.expires(a.step_timeout, scope="step") if a.step_timeout else contextlib.nullcontext()
+        with timer:
+            # Several ranks: each draws its batch from a generator of (seed, step, rank); one rank: from
+            # the training's own generator, which checkpoints hold.
+            g = torch.Generator().manual_seed(a.seed * 1000003 + step * 1009 + env["rank"]) if ranks else None
+            x = torch.randn(a.batch, 64, generator=g)
+            y = (x @ teacher).argmax(1)
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            step += 1
+            if step == first + 1:
+                hydro._C.log_line("hydro-example-loop", f"first step done: step {step}")
+            if step % a.log_every == 0:
+                print(f"step {step} loss {loss.item():.6f}", flush=True)
+            if a.step_ms:
+                time.sleep(a.step_ms / 1000)
+            if not rt.step_end(step):                                         # hydro
+                sys.exit(hydro.EXIT_REQUEUE)                                  # hydro
     print(f"weights_digest={digest(net)}", flush=True)
 
 

@@ -118,6 +118,7 @@ class Supervisor {
   void on_ready_deadline();
   bool on_signal();  // true once the program has ended
   void ask_exit(const std::string& why);
+  void hold_watchdog_on(int sig);
   void kill_program(const std::string& why);
 
   const Options& o_;
@@ -289,9 +290,20 @@ bool Supervisor::on_signal() {
     return false;
   }
   if (sig == SIGTERM) terminating_ = true;
+  hold_watchdog_on(sig);
   say("forwarding " + signal_name(sig) + " to pid " + std::to_string(child_));
   ::kill(child_, sig);
   return false;
+}
+
+// A pause (SIGTSTP, the map's pause signal) holds the watchdog's timers; a resume (SIGCONT, the
+// map's resume signal) lets them run again, later by the time paused.
+void Supervisor::hold_watchdog_on(int sig) {
+  if (!watchdog_) return;
+  Action a = Action::pause;
+  const bool mapped = o_.signals.lookup(sig, &a);
+  if (sig == SIGTSTP || (mapped && a == Action::pause)) watchdog_->hold(Watchdog::Clock::now());
+  if (sig == SIGCONT || (mapped && a == Action::resume)) watchdog_->release(Watchdog::Clock::now());
 }
 
 // Asks the program to checkpoint and exit, or holds that until its runtime is up.

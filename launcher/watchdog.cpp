@@ -194,8 +194,23 @@ void Watchdog::handle_line(const std::string& line, Clock::time_point now, doubl
   table_.arm(std::move(t));
 }
 
+void Watchdog::hold(Clock::time_point now) {
+  if (held_since_) return;
+  held_since_ = now;
+  say("watchdog: timers held while the program is paused");
+}
+
+void Watchdog::release(Clock::time_point now) {
+  if (!held_since_) return;
+  const auto held = now - *held_since_;
+  held_since_.reset();
+  table_.shift(held);
+  say("watchdog: timers run again, " + seconds_text(std::chrono::duration<double>(held).count()) + " later");
+}
+
 int Watchdog::poll_timeout_ms(Clock::time_point now) const {
-  auto next = table_.next_deadline();
+  std::optional<Clock::time_point> next;
+  if (!held_since_) next = table_.next_deadline();
   for (const auto& e : escalations_)
     if (!next || e.at < *next) next = e.at;
   if (!next) return -1;
@@ -236,6 +251,7 @@ void Watchdog::escalate(Clock::time_point now) {
 std::vector<std::string> Watchdog::check(Clock::time_point now) {
   escalate(now);
   std::vector<std::string> killed;
+  if (held_since_) return killed;
   for (const auto& e : table_.take_expired(now)) {
     const auto& t = e.timer;
     const std::string pid = std::to_string(t.pid);

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,13 @@ class Watchdog {
   void handle_line(const std::string& line, Clock::time_point now, double wall_now);
   // Milliseconds until the nearest deadline or escalation (rounded up), -1 when none.
   int poll_timeout_ms(Clock::time_point now) const;
+  // A paused program (SIGTSTP, the map's pause; a suspended job is frozen 2 s later) makes no
+  // progress on purpose: no timer expires while held, and release() moves every deadline later by
+  // the time held, so a suspend or a pause longer than a timer never reads as a hang.
+  void hold(Clock::time_point now);
+  void release(Clock::time_point now);
+  bool held() const { return held_since_.has_value(); }
+
   // Kills the workers whose timers expired by `now`, and SIGKILLs those that outlived a catchable
   // signal by kill_after. Returns one description per worker signalled on expiry, e.g.
   // "pid 1234 scope 'train step'".
@@ -67,6 +75,7 @@ class Watchdog {
   std::string pending_;    // a partial line
   bool skipping_ = false;  // dropping an over-long line up to its newline
   TimerTable table_;
+  std::optional<Clock::time_point> held_since_;
   // A catchable signal sent: SIGKILL at `at` if the same process still runs.
   struct Escalation {
     pid_t pid;

@@ -80,6 +80,10 @@ void TimerTable::clear(pid_t pid) {
     it = timers_.erase(it);
 }
 
+void TimerTable::shift(Clock::duration by) {
+  for (auto& [key, t] : timers_) t.deadline += by;
+}
+
 std::optional<TimerTable::Clock::time_point> TimerTable::next_deadline() const {
   std::optional<Clock::time_point> next;
   for (const auto& [key, t] : timers_)

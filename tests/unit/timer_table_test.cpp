@@ -174,6 +174,17 @@ TEST(TimerTable, AWorkerWhoseTimersAllAskForNoSignalIsReportedWithSignalZero) {
   EXPECT_TRUE(t.empty());
 }
 
+TEST(TimerTable, ShiftMovesEveryDeadlineLater) {
+  TimerTable table;
+  const auto t0 = TimerTable::Clock::time_point{} + std::chrono::seconds(100);
+  table.arm({1, "a", t0, 9, 0});
+  table.arm({2, "b", t0 + std::chrono::seconds(5), 9, 0});
+  table.shift(std::chrono::seconds(30));
+  EXPECT_EQ(table.next_deadline(), t0 + std::chrono::seconds(30));
+  EXPECT_TRUE(table.take_expired(t0 + std::chrono::seconds(29)).empty());
+  EXPECT_EQ(table.take_expired(t0 + std::chrono::seconds(35)).size(), 2u);
+}
+
 TEST(TimerTable, ClearDropsOnlyThatWorker) {
   TimerTable t;
   Clock::time_point t0{};

@@ -154,6 +154,33 @@ TEST(WatchdogServer, AWorkerThatEndsOnTheCatchableSignalIsNotKilledAgain) {
   EXPECT_EQ(w->poll_timeout_ms(now), -1);
 }
 
+// A suspend or a pause is no hang: while held no timer expires, and on release every deadline
+// moves later by the time held.
+TEST(WatchdogServer, APauseHoldsTheTimersAndTheResumeMovesThemLater) {
+  test::TempDir t;
+  std::unique_ptr<Watchdog> w;
+  ASSERT_TRUE(Watchdog::open(t.path + "/timers", &w).ok());
+  pid_t child = start_sleeper(/*own_group=*/true);
+  w->set_child(child);
+  auto now = Watchdog::Clock::now();
+  w->handle_line(request(child, "step", wall_now() + 1), now, wall_now());  // 1 s to go
+  testing::internal::CaptureStderr();
+  w->hold(now);
+  EXPECT_EQ(w->poll_timeout_ms(now), -1);
+  EXPECT_TRUE(w->check(now + std::chrono::seconds(60)).empty()) << "expired while paused";
+  w->release(now + std::chrono::seconds(60));
+  const std::string said = testing::internal::GetCapturedStderr();
+  EXPECT_NE(said.find("watchdog: timers held while the program is paused\n"), std::string::npos) << said;
+  EXPECT_NE(said.find("watchdog: timers run again, 60.0 s later\n"), std::string::npos) << said;
+  EXPECT_TRUE(w->check(now + std::chrono::milliseconds(60500)).empty()) << "half a second of its second left";
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(w->check(now + std::chrono::milliseconds(61100)).size(), 1u);
+  (void)testing::internal::GetCapturedStderr();
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+}
+
 TEST(WatchdogServer, IgnoresBadLinesReleasesAndProcessesThatAreNotOurs) {
   test::TempDir t;
   std::unique_ptr<Watchdog> w;

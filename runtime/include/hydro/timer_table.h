@@ -74,6 +74,8 @@ class TimerTable {
   // Drops every timer of `pid`.
   void clear(pid_t pid);
 
+  // Moves every deadline `by` later (the time the workers were paused: see Watchdog::release).
+  void shift(Clock::duration by);
   // The nearest deadline, if any timer is armed.
   std::optional<Clock::time_point> next_deadline() const;
   // Removes and returns the workers with a timer whose deadline is <= now, earliest deadline

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The watchdog across hosts: 2 nodes x 2 tasks, each task's hydro-launch serving its own timer FIFO
+# and the example arming a timer around each step (--step-timeout).
+# - A suspend longer than the timer is no hang: hydro-launch holds the timers while paused.
+# - Rank 3 (on node2) then hangs (SIGSTOP): its timer expires, its hydro-launch kills it and, being
+#   the one task that saw the hang, requeues the job; its peers fail in their collective. The job
+#   resumes from its last periodic checkpoint and ends with the weights of a run never interrupted.
+source "$(dirname "$0")/lib.sh"
+proctrack=${1:-cgroup}
+start_cluster "$proctrack" --nodes 2
+
+steps=${HYDRO_TEST_STEPS:-1500}
+work=$(mktemp -d /tmp/hydro-it.XXXXXX)
+args=(--steps "$steps" --log-every 25 --pg-timeout 300)
+shape=(-N 2 --ntasks-per-node=2)
+ranks=(0 1 2 3)
+rank_log() { echo "$work/rank$1.log"; }
+every_rank() {  # every_rank FUNCTION ARGS...: FUNCTION LOG ARGS... for each rank's log
+  local r
+  for r in "${ranks[@]}"; do "$1" "$(rank_log "$r")" "${@:2}"; done
+}
+
+note "reference: 2 nodes x 2 tasks, never interrupted"
+srun "${shape[@]}" "$train" "${args[@]}" >"$work/reference.log" 2>&1 || fail "reference run failed"
+want=$(grep -oP '^weights_digest=\K\w+' "$work/reference.log" | sort -u)
+[ "$(echo "$want" | wc -l)" = 1 ] || fail "the reference ranks disagree: $want"
+
+cat >"$work/job.sh" <<JOB
+#!/bin/bash
+echo "restart count: \${SLURM_RESTART_COUNT:-0}"
+exec srun -o "$work/rank%t.log" --open-mode=append "$launch" --watchdog-file "$work/watchdog-%j.%t.fifo" \
+  -- "$train" ${args[*]} --step-ms 5 --step-timeout 8
+JOB
+log=$work/batch.log
+export HYDRO_TEST_LOGS="$log $(every_rank echo | tr '\n' ' ')"
+job=$(sbatch --parsable --requeue --open-mode=append --hydro-pause=on --hydro-checkpoint-every=100 "${shape[@]}" \
+  -o "$log" "$work/job.sh") || fail "sbatch failed"
+wait_state "$job" RUNNING
+for r in "${ranks[@]}"; do wait_for "$(rank_log "$r")" '^step ' 120; done
+every_rank wait_steps 50
+note "job $job trains on node1 and node2, each step under an 8 s watchdog timer"
+
+note "scontrol suspend for 12 s, longer than the timer: no rank is killed"
+scontrol suspend "$job"
+wait_state "$job" SUSPENDED
+every_rank wait_for 'watchdog: timers held while the program is paused' 20
+sleep 12
+scontrol resume "$job"
+wait_state "$job" RUNNING
+every_rank wait_for 'watchdog: timers run again' 20
+every_rank wait_steps 50
+grep -l 'watchdog expired' "$work"/rank*.log && fail "the watchdog killed a rank that was only suspended"
+
+note "rank 3 on node2 hangs (SIGSTOP to its program)"
+pid=$(grep -oP 'hydro-launch\[[0-9]+\] .*: started \S+ as pid \K[0-9]+' "$(rank_log 3)" | tail -1)
+kill -STOP "$pid" || fail "could not stop pid $pid"
+wait_for "$(rank_log 3)" "watchdog expired: pid $pid scope 'step'" 30
+wait_for "$(rank_log 3)" "job $job requeued" 60
+note "rank 3's hydro-launch killed it and requeued the job"
+release "$job"
+wait_for "$log" '^restart count: 1$' 60
+every_rank wait_for 'resumed from .* at step [0-9]+$' 120
+wait_state "$job" COMPLETED 600
+got=$(cat "$work"/rank*.log | grep -oP '^weights_digest=\K\w+' | sort -u)
+[ "$(cat "$work"/rank*.log | grep -c '^weights_digest=')" = 4 ] || fail "not every rank printed a weights_digest"
+[ "$got" = "$want" ] || fail "weights differ: hung and requeued $got, uninterrupted $want"
+resumed=$(grep -oP 'resumed from .* at step \K[0-9]+' "$(rank_log 0)" | tail -1)
+note "every rank resumed at step $resumed; weights_digest=$got equals the uninterrupted run"
+rm -rf "$work"
+echo "PASS multinode_watchdog ($proctrack)"
