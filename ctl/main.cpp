@@ -150,9 +150,7 @@ int signal_job(const Tools& t, const std::string& job, hydro::Action action, con
   // Every step (`srun hydro-launch ...` on each node), then the batch shell (a batch script that is
   // hydro-launch forwards it). Slurm 22.05's --full reaches the batch step alone, and srun forwards
   // only some signals to its step (USR1 and USR2, not WINCH): measured in multinode.sh.
-  for (const char* which : {"--signal", "--batch"}) {
-    std::vector<std::string> argv{t.scancel, arg, job};
-    if (std::string(which) == "--batch") argv.insert(argv.begin() + 1, "--batch");
+  for (const auto& argv : {std::vector<std::string>{t.scancel, arg, job}, {t.scancel, "--batch", arg, job}}) {
     if (hydro::run_capture(argv, &ignored) != 0)
       return fail(std::string("could not ") + what + " job " + job + " (see scancel's message above)");
   }

@@ -21,17 +21,24 @@ std::string failure_of(int status, const std::string& hang) {
   return "the program exited with status " + std::to_string(code);
 }
 
-// With --restarts, a program that failed and was not (or no longer) restarted in place is requeued
-// like a hung one, while SLURM_RESTART_COUNT is below --max-restarts.
-ExitDecision decide_failure_exit(const std::string& failure, int wait_status, int restart_count, int max_restarts) {
-  int code = WIFSIGNALED(wait_status) ? 128 + WTERMSIG(wait_status) : WEXITSTATUS(wait_status);
+// `what` happened ("...; "): requeue the job while SLURM_RESTART_COUNT is below --max-restarts,
+// else exit with `give_up_code` and say why.
+ExitDecision requeue_within_max_restarts(const std::string& what, int give_up_code, int restart_count,
+                                         int max_restarts) {
   if (restart_count >= max_restarts)
-    return {code, false,
-            failure + "; not requeueing: the job has been restarted " + std::to_string(restart_count) +
+    return {give_up_code, false,
+            what + "not requeueing: the job has been restarted " + std::to_string(restart_count) +
                 " times (SLURM_RESTART_COUNT) and --max-restarts is " + std::to_string(max_restarts)};
   return {kExitRequeue, true,
-          failure + "; requeueing the job (restart " + std::to_string(restart_count + 1) + " of --max-restarts " +
+          what + "requeueing the job (restart " + std::to_string(restart_count + 1) + " of --max-restarts " +
               std::to_string(max_restarts) + ")"};
+}
+
+// With --restarts, a program that failed and was not (or no longer) restarted in place is requeued
+// like a hung one.
+ExitDecision decide_failure_exit(const std::string& failure, int wait_status, int restart_count, int max_restarts) {
+  int code = WIFSIGNALED(wait_status) ? 128 + WTERMSIG(wait_status) : WEXITSTATUS(wait_status);
+  return requeue_within_max_restarts(failure + "; ", code, restart_count, max_restarts);
 }
 
 }  // namespace
@@ -58,17 +65,12 @@ ExitDecision decide_watchdog_exit(const std::string& hang, bool terminating, boo
     return {kExitRequeue, false,
             what + "not in a Slurm job, so nothing to requeue (exit status " + std::to_string(kExitRequeue) +
                 " asks to be run again)"};
-  if (restart_count >= max_restarts)
-    return {kExitWatchdog, false,
-            what + "not requeueing: the job has been restarted " + std::to_string(restart_count) +
-                " times (SLURM_RESTART_COUNT) and --max-restarts is " + std::to_string(max_restarts)};
-  return {kExitRequeue, true,
-          what + "requeueing the job (restart " + std::to_string(restart_count + 1) + " of --max-restarts " +
-              std::to_string(max_restarts) + ")"};
+  return requeue_within_max_restarts(what, kExitWatchdog, restart_count, max_restarts);
 }
 
 RestartDecision decide_restart(const Options& o, int wait_status, bool terminating, const std::string& hang,
-                               int restarts_done, int64_t resumed_step, int64_t newest_step, int world_size) {
+                               int restarts_done, int64_t resumed_step, const std::function<int64_t()>& newest_step,
+                               int world_size) {
   RestartDecision d;
   const std::string failure = failure_of(wait_status, hang);
   if (failure.empty() || terminating || o.restarts == 0) return d;
@@ -78,7 +80,7 @@ RestartDecision decide_restart(const Options& o, int wait_status, bool terminati
              std::to_string(world_size) + " tasks";
   } else if (restarts_done >= o.restarts) {
     d.why += "not restarting it again: --restarts " + std::to_string(o.restarts) + " used up";
-  } else if (restarts_done > 0 && newest_step <= resumed_step) {
+  } else if (restarts_done > 0 && newest_step() <= resumed_step) {
     d.why += "not restarting it again: it failed again before any checkpoint past " +
              (resumed_step < 0 ? std::string("its start") : "step " + std::to_string(resumed_step)) +
              ", so a restart here would redo the same steps";

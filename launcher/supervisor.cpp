@@ -346,8 +346,9 @@ int run_generations(const Options& o, Supervisor& supervisor) {
   if (int rc = supervisor.start()) return rc;
   for (int done = 0;; ++done) {
     supervisor.run_until_exit();
-    RestartDecision r = decide_restart(o, supervisor.wait_status(), supervisor.terminating(), supervisor.hang(), done,
-                                       supervisor.resumed_step(), newest_step(o), world_size());
+    RestartDecision r = decide_restart(
+        o, supervisor.wait_status(), supervisor.terminating(), supervisor.hang(), done, supervisor.resumed_step(),
+        [&o] { return newest_step(o); }, world_size());
     if (!r.why.empty()) say(r.why);
     if (!r.restart) return 0;
     if (int rc = supervisor.restart(done + 1)) return rc;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -53,8 +54,10 @@ struct RestartDecision {
   bool restart = false;
   std::string why;  // empty when there was nothing to restart (a clean end)
 };
+// `newest_step` is asked only when the answer turns on it (it verifies the newest checkpoint).
 RestartDecision decide_restart(const Options& o, int wait_status, bool terminating, const std::string& hang,
-                               int restarts_done, int64_t resumed_step, int64_t newest_step, int world_size);
+                               int restarts_done, int64_t resumed_step, const std::function<int64_t()>& newest_step,
+                               int world_size);
 
 // SLURM_RESTART_COUNT's value (null or empty = 0) -> restarts; -1 when it is not a number.
 int parse_restart_count(const char* value);

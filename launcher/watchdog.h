@@ -55,7 +55,6 @@ class Watchdog {
   // the time held, so a suspend or a pause longer than a timer never reads as a hang.
   void hold(Clock::time_point now);
   void release(Clock::time_point now);
-  bool held() const { return held_since_.has_value(); }
 
   // Kills the workers whose timers expired by `now`, and SIGKILLs those that outlived a catchable
   // signal by kill_after. Returns one description per worker signalled on expiry, e.g.

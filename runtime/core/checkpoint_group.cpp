@@ -85,8 +85,7 @@ bool parse_files(const nlohmann::json& j, int* committer, std::string* host, std
 
 // A peer's file list names only files of its own shard: "rank-R/<name>", nothing that leads out.
 bool inside_shard(const std::string& name, int rank) {
-  const std::string dir = CheckpointGroup::shard_dir(rank) + "/";
-  return Manifest::valid_file_name(name) && name.compare(0, dir.size(), dir) == 0;
+  return Manifest::valid_file_name(name) && Manifest::in_shard(name, rank);
 }
 
 nlohmann::json offer_json(const ResumeOffer& o, const std::string& host) {

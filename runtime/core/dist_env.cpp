@@ -56,11 +56,12 @@ Status DistEnv::from_env(DistEnv* out, const std::function<const char*(const cha
       return Status::invalid_argument("MASTER_ADDR is not set: with " + std::to_string(d.world_size) +
                                       " ranks outside a one-node Slurm step, name the host of rank 0");
     const char* list = getenv("SLURM_STEP_NODELIST");
-    if (std::string(nodes) != "1" && !(list && *list))
+    const bool several = std::string(nodes) != "1";
+    if (several && !(list && *list))
       return Status::invalid_argument(
           "MASTER_ADDR is not set: ranks on several nodes need the rendezvous host "
           "(for example the first of `scontrol show hostnames $SLURM_JOB_NODELIST`)");
-    if (std::string(nodes) != "1") d.master_addr = first_host(list);
+    if (several) d.master_addr = first_host(list);
   }
   if (const char* v = getenv("MASTER_PORT"); v && *v) {
     // Not 65535: hydro's store takes MASTER_PORT + 1.

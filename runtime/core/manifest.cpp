@@ -31,11 +31,15 @@ bool Manifest::valid_file_name(const std::string& name) {
   return ok(name.substr(0, slash)) && ok(name.substr(slash + 1)) && name.find('/', slash + 1) == std::string::npos;
 }
 
+bool Manifest::in_shard(const std::string& name, int rank) {
+  const std::string dir = shard_dir(rank) + "/";
+  return name.compare(0, dir.size(), dir) == 0;
+}
+
 bool Manifest::holds_shard(int rank) const {
   if (!sharded) return true;
-  const std::string dir = shard_dir(rank) + "/";
   for (const auto& f : files)
-    if (f.name.compare(0, dir.size(), dir) == 0) return true;
+    if (in_shard(f.name, rank)) return true;
   return false;
 }
 

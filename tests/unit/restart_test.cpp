@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 
 #include <fstream>
+#include <functional>
 #include <iterator>
 
 #include "fault_fs.h"
@@ -20,6 +21,11 @@ using launcher::decide_restart;
 
 int exited(int code) { return code << 8; }
 
+// The newest checkpoint's step, as hydro-launch would find it.
+std::function<int64_t()> newest(int64_t step) {
+  return [step] { return step; };
+}
+
 launcher::Options with_restarts(int n) {
   launcher::Options o;
   o.restarts = n;
@@ -27,38 +33,38 @@ launcher::Options with_restarts(int n) {
 }
 
 TEST(RestartDecision, ACrashIsStartedAgainUntilTheRestartsAreUsedUp) {
-  auto d = decide_restart(with_restarts(2), SIGKILL, false, "", /*done=*/0, /*resumed=*/-1, /*newest=*/-1, 1);
+  auto d = decide_restart(with_restarts(2), SIGKILL, false, "", /*done=*/0, /*resumed=*/-1, /*newest=*/newest(-1), 1);
   EXPECT_TRUE(d.restart);
   EXPECT_EQ(d.why,
             "the program was killed by SIGKILL; restart 1 of --restarts 2 (generation 1): starting it again in this "
             "allocation from its newest checkpoint");
-  d = decide_restart(with_restarts(2), exited(1), false, "", 1, 100, 200, 1);
+  d = decide_restart(with_restarts(2), exited(1), false, "", 1, 100, newest(200), 1);
   EXPECT_TRUE(d.restart) << d.why;
-  d = decide_restart(with_restarts(2), exited(1), false, "", 2, 200, 300, 1);
+  d = decide_restart(with_restarts(2), exited(1), false, "", 2, 200, newest(300), 1);
   EXPECT_FALSE(d.restart);
   EXPECT_EQ(d.why, "the program exited with status 1; not restarting it again: --restarts 2 used up");
 }
 
 TEST(RestartDecision, ARestartThatFailsBeforeANewerCheckpointIsNotTriedAgain) {
-  auto d = decide_restart(with_restarts(5), SIGKILL, false, "", 1, 100, 100, 1);
+  auto d = decide_restart(with_restarts(5), SIGKILL, false, "", 1, 100, newest(100), 1);
   EXPECT_FALSE(d.restart);
   EXPECT_EQ(d.why,
             "the program was killed by SIGKILL; not restarting it again: it failed again before any checkpoint past "
             "step 100, so a restart here would redo the same steps");
-  d = decide_restart(with_restarts(5), SIGKILL, false, "pid 7 scope 'step'", 0, -1, -1, 1);
+  d = decide_restart(with_restarts(5), SIGKILL, false, "pid 7 scope 'step'", 0, -1, newest(-1), 1);
   EXPECT_TRUE(d.restart);
   EXPECT_EQ(d.why.rfind("the watchdog killed it (pid 7 scope 'step' hung); restart 1 of --restarts 5", 0), 0u) << d.why;
 }
 
 TEST(RestartDecision, NothingIsRestartedThatEndedWellOrThatSlurmEndsOrWithSeveralTasks) {
   for (int status : {exited(0), exited(kExitRequeue)}) {
-    auto d = decide_restart(with_restarts(3), status, false, "", 0, -1, -1, 1);
+    auto d = decide_restart(with_restarts(3), status, false, "", 0, -1, newest(-1), 1);
     EXPECT_FALSE(d.restart);
     EXPECT_EQ(d.why, "");
   }
-  EXPECT_FALSE(decide_restart(with_restarts(3), SIGKILL, /*terminating=*/true, "", 0, -1, -1, 1).restart);
-  EXPECT_FALSE(decide_restart(with_restarts(0), SIGKILL, false, "", 0, -1, -1, 1).restart);
-  auto d = decide_restart(with_restarts(3), SIGKILL, false, "", 0, -1, -1, /*world_size=*/4);
+  EXPECT_FALSE(decide_restart(with_restarts(3), SIGKILL, /*terminating=*/true, "", 0, -1, newest(-1), 1).restart);
+  EXPECT_FALSE(decide_restart(with_restarts(0), SIGKILL, false, "", 0, -1, newest(-1), 1).restart);
+  auto d = decide_restart(with_restarts(3), SIGKILL, false, "", 0, -1, newest(-1), /*world_size=*/4);
   EXPECT_FALSE(d.restart);
   EXPECT_EQ(d.why,
             "the program was killed by SIGKILL; not restarting it in this allocation: --restarts restarts one "

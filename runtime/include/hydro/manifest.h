@@ -42,8 +42,9 @@ struct Manifest {
 
   // Whether rank `rank`'s shard is in this checkpoint (always, when it is not sharded).
   bool holds_shard(int rank) const;
-  // The directory of rank `rank`'s shard in a sharded checkpoint.
+  // The directory of rank `rank`'s shard in a sharded checkpoint, and whether `name` lies in it.
   static std::string shard_dir(int rank) { return "rank-" + std::to_string(rank); }
+  static bool in_shard(const std::string& name, int rank);
 
   std::string to_json() const;
   // `where` names the file in error messages.
