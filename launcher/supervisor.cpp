@@ -25,8 +25,8 @@
 #include "hydro/launch_ready.h"
 #include "hydro/settings.h"
 #include "hydro/signal_map.h"
-#include "hydro/subprocess.h"
 #include "preemption.h"
+#include "requeue.h"
 #include "time_limit.h"
 #include "watchdog.h"
 
@@ -71,13 +71,6 @@ sigset_t held_signals(const SignalMap& map) {
   sigemptyset(&none);
   const char* pause = std::getenv("HYDRO_PAUSE");
   return pause && std::string(pause) == "on" ? map.blocked_until_handled() : none;
-}
-
-int requeue_job(const std::string& scontrol, const std::string& job_id) {
-  std::string out;
-  int rc = run_capture({scontrol, "requeue", job_id}, &out);
-  if (!out.empty()) say(scontrol + " requeue: " + out);
-  return rc;
 }
 
 // One run of the program: hydro-launch's signals, the program's readiness, the watchdog and the
@@ -362,13 +355,18 @@ int run(const Options& o) {
   ExitDecision d = decide_after_run(o, supervisor.wait_status(), supervisor.terminating(), supervisor.hang());
   say(d.why);
   if (!d.requeue) return d.exit_code;
-  const char* job_id = std::getenv("SLURM_JOB_ID");
-  if (int rc = requeue_job(o.scontrol, job_id); rc != 0) {
-    say("error: " + o.scontrol + " requeue " + job_id + " failed with status " + std::to_string(rc) +
-        "; the job was not requeued (was it submitted with --requeue?)");
-    return d.exit_code;
+  const std::string job_id = std::getenv("SLURM_JOB_ID");
+  int rc = 0;
+  switch (requeue_job(o.scontrol, job_id, std::max(0, parse_restart_count(std::getenv("SLURM_RESTART_COUNT"))), &rc)) {
+    case Requeue::done: say("job " + job_id + " requeued"); break;
+    case Requeue::done_already:
+      say("job " + job_id + " requeued already (by another task's hydro-launch, or by Slurm)");
+      break;
+    case Requeue::failed:
+      say("error: " + o.scontrol + " requeue " + job_id + " failed with status " + std::to_string(rc) +
+          "; the job was not requeued (was it submitted with --requeue?)");
+      break;
   }
-  say("job " + std::string(job_id) + " requeued");
   return d.exit_code;
 }
 

@@ -2,9 +2,11 @@
 # The watchdog across hosts: 2 nodes x 2 tasks, each task's hydro-launch serving its own timer FIFO
 # and the example arming a timer around each step (--step-timeout).
 # - A suspend longer than the timer is no hang: hydro-launch holds the timers while paused.
-# - Rank 3 (on node2) then hangs (SIGSTOP): its timer expires, its hydro-launch kills it and, being
-#   the one task that saw the hang, requeues the job; its peers fail in their collective. The job
-#   resumes from its last periodic checkpoint and ends with the weights of a run never interrupted.
+# - Rank 3 (on node2) then hangs (SIGSTOP): its timer expires and its hydro-launch kills it. Its
+#   peers wait for it in their collective under timers of the same step, so theirs may expire as
+#   well: every task that saw a hang asks for the requeue, the first one requeues the job and the
+#   others find it requeued already. The job resumes from its last periodic checkpoint and ends
+#   with the weights of a run never interrupted.
 source "$(dirname "$0")/lib.sh"
 proctrack=${1:-cgroup}
 start_cluster "$proctrack" --nodes 2
@@ -55,10 +57,15 @@ note "rank 3 on node2 hangs (SIGSTOP to its program)"
 pid=$(grep -oP 'hydro-launch\[[0-9]+\] .*: started \S+ as pid \K[0-9]+' "$(rank_log 3)" | tail -1)
 kill -STOP "$pid" || fail "could not stop pid $pid"
 wait_for "$(rank_log 3)" "watchdog expired: pid $pid scope 'step'" 30
-wait_for "$(rank_log 3)" "job $job requeued" 60
-note "rank 3's hydro-launch killed it and requeued the job"
+for _ in $(seq 600); do grep -q "job $job requeued" "$work"/rank*.log && break; sleep 0.1; done
 release "$job"
 wait_for "$log" '^restart count: 1$' 60
+for r in "${ranks[@]}"; do
+  ! grep -q "error: .*scontrol requeue" "$(rank_log "$r")" || fail "rank $r's hydro-launch failed to requeue the job"
+done
+requeued_by=$(grep -l "job $job requeued\$" "$work"/rank*.log | xargs -rn1 basename | tr '\n' ' ')
+[ -n "$requeued_by" ] || fail "no task's hydro-launch requeued job $job"
+note "rank 3's hydro-launch killed it; the job was requeued (by ${requeued_by}), and no task failed to"
 every_rank wait_for 'resumed from .* at step [0-9]+$' 120
 wait_state "$job" COMPLETED 600
 got=$(cat "$work"/rank*.log | grep -oP '^weights_digest=\K\w+' | sort -u)
