@@ -70,14 +70,14 @@ ExitDecision decide_watchdog_exit(const std::string& hang, bool terminating, boo
 
 RestartDecision decide_restart(const Options& o, int wait_status, bool terminating, const std::string& hang,
                                int restarts_done, int64_t resumed_step, const std::function<int64_t()>& newest_step,
-                               int world_size) {
+                               int world_size, bool together) {
   RestartDecision d;
   const std::string failure = failure_of(wait_status, hang);
   if (failure.empty() || terminating || o.restarts == 0) return d;
   d.why = failure + "; ";
-  if (world_size > 1) {
-    d.why += "not restarting it in this allocation: --restarts restarts one task's program, and this step has " +
-             std::to_string(world_size) + " tasks";
+  if (world_size > 1 && !together) {
+    d.why += "not restarting it in this allocation: the step's " + std::to_string(world_size) +
+             " tasks have no restart group to restart together (see the warning at hydro-launch's start)";
   } else if (restarts_done >= o.restarts) {
     d.why += "not restarting it again: --restarts " + std::to_string(o.restarts) + " used up";
   } else if (restarts_done > 0 && newest_step() <= resumed_step) {

@@ -25,6 +25,7 @@
 #include "hydro/launch_ready.h"
 #include "hydro/settings.h"
 #include "hydro/signal_map.h"
+#include "generations.h"
 #include "preemption.h"
 #include "requeue.h"
 #include "time_limit.h"
@@ -96,6 +97,8 @@ class Supervisor {
   // Removes the watchdog's FIFO (if hydro-launch made it) and closes the loop's descriptors.
   void close_fds();
 
+  // The restart group's calls (generations.h): the loop kills the program when one comes.
+  void set_group(RestartGroup* group) { group_ = group; }
   int wait_status() const { return status_; }
   int64_t resumed_step() const { return resumed_step_; }
   bool terminating() const { return terminating_; }
@@ -113,6 +116,7 @@ class Supervisor {
   void ask_exit(const std::string& why);
   void hold_watchdog_on(int sig);
   void kill_program(const std::string& why);
+  void on_group_call();
 
   const Options& o_;
   int exit_signal_;  // the map's checkpoint-and-exit signal
@@ -125,6 +129,7 @@ class Supervisor {
   Steady::time_point ready_deadline_;  // a program without hydro's runtime is not waited for longer
   std::unique_ptr<Watchdog> watchdog_;
   std::unique_ptr<TimeLimitWatch> time_limit_;
+  RestartGroup* group_ = nullptr;
   bool terminating_ = false;   // Slurm sent SIGTERM
   std::string hang_;           // set when the watchdog killed a worker: the program's end is a hang
   int status_ = 0;             // the program's wait status
@@ -195,6 +200,7 @@ int Supervisor::launch() {
     return 1;
   }
   child_ = spawn(o_.command, old_mask_, held_signals(o_.signals), ready[1]);
+  if (child_ > 0) ::setpgid(child_, child_);  // as the child does: its group exists for a kill at once
   ::close(ready[1]);
   ready_fd_ = ready[0];
   ready_deadline_ = Steady::now() + std::chrono::seconds(kReadyWaitSeconds);
@@ -224,10 +230,11 @@ int Supervisor::poll_timeout_ms() const {
 
 void Supervisor::run_until_exit() {
   for (;;) {
-    struct pollfd fds[3] = {{sfd_, POLLIN, 0},
+    struct pollfd fds[4] = {{sfd_, POLLIN, 0},
                             {watchdog_ ? watchdog_->fd() : -1, POLLIN, 0},
-                            {awaiting_ready_ ? ready_fd_ : -1, POLLIN, 0}};
-    int r = ::poll(fds, 3, poll_timeout_ms());
+                            {awaiting_ready_ ? ready_fd_ : -1, POLLIN, 0},
+                            {group_ ? group_->fd() : -1, POLLIN, 0}};
+    int r = ::poll(fds, 4, poll_timeout_ms());
     if (r < 0 && errno != EINTR) return kill_program(std::string("poll: ") + std::strerror(errno));
     if (watchdog_) {
       if (r > 0 && (fds[1].revents & POLLIN)) watchdog_->read_requests();
@@ -238,8 +245,17 @@ void Supervisor::run_until_exit() {
     if (exit_held_ && Steady::now() >= ready_deadline_) on_ready_deadline();
     if (time_limit_ && time_limit_->check(std::time(nullptr)))
       ask_exit("time limit: --time-limit-margin " + std::to_string(o_.time_limit_margin) + " s before the job's end");
+    if (r > 0 && (fds[3].revents & POLLIN)) on_group_call();
     if (r > 0 && (fds[0].revents & POLLIN) && on_signal()) return;
   }
+}
+
+// Another task called the next generation: this task's program (training on, or waiting for the
+// failed rank in a collective) ends now, so that every task's starts again together.
+void Supervisor::on_group_call() {
+  say("the next generation was called (" + group_->read_call() + "): killing this task's program (pid " +
+      std::to_string(child_) + ") to start it again with every task's");
+  ::kill(-child_, SIGKILL);
 }
 
 // One byte: the runtime is up. EOF: the program closed the pipe or ended without a runtime;
@@ -328,22 +344,17 @@ void Supervisor::close_fds() {
 
 }  // namespace
 
-int world_size() {
-  DistEnv env;
-  return DistEnv::from_env(&env).ok() ? env.world_size : 1;
-}
-
 // Runs the program until it ends, and again in this allocation while --restarts allows (generation
-// 1, 2, ...). 0 once it has ended for good, else hydro-launch's exit code.
+// 1, 2, ...), with every task of the step when it has several. 0 once it has ended for good, else
+// hydro-launch's exit code.
 int run_generations(const Options& o, Supervisor& supervisor) {
+  std::unique_ptr<RestartGroup> group = open_restart_group(o);
+  supervisor.set_group(group.get());
   if (int rc = supervisor.start()) return rc;
   for (int done = 0;; ++done) {
     supervisor.run_until_exit();
-    RestartDecision r = decide_restart(
-        o, supervisor.wait_status(), supervisor.terminating(), supervisor.hang(), done, supervisor.resumed_step(),
-        [&o] { return newest_step(o); }, world_size());
-    if (!r.why.empty()) say(r.why);
-    if (!r.restart) return 0;
+    RunEnd end{supervisor.wait_status(), supervisor.terminating(), supervisor.hang(), supervisor.resumed_step()};
+    if (!next_generation(o, end, done, group.get())) return 0;
     if (int rc = supervisor.restart(done + 1)) return rc;
   }
 }

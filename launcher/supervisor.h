@@ -48,8 +48,8 @@ ExitDecision decide_after_run(const Options& o, int wait_status, bool terminatin
 // restarts so far; `resumed_step` and `newest_step`: the checkpoint the run resumed from and the
 // newest one now (-1: none). A run that failed again without a newer checkpoint than the one it
 // resumed from would redo the same steps: that falls back to the requeue. So do the last restart,
-// a clean exit, a requeue the program asks for, Slurm ending the job, and several tasks (their
-// restart together is not built yet).
+// a clean exit, a requeue the program asks for, Slurm ending the job, and several tasks that
+// cannot restart `together` (no restart group: generations.h).
 struct RestartDecision {
   bool restart = false;
   std::string why;  // empty when there was nothing to restart (a clean end)
@@ -57,7 +57,7 @@ struct RestartDecision {
 // `newest_step` is asked only when the answer turns on it (it verifies the newest checkpoint).
 RestartDecision decide_restart(const Options& o, int wait_status, bool terminating, const std::string& hang,
                                int restarts_done, int64_t resumed_step, const std::function<int64_t()>& newest_step,
-                               int world_size);
+                               int world_size, bool together = false);
 
 // SLURM_RESTART_COUNT's value (null or empty = 0) -> restarts; -1 when it is not a number.
 int parse_restart_count(const char* value);

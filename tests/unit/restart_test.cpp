@@ -67,8 +67,10 @@ TEST(RestartDecision, NothingIsRestartedThatEndedWellOrThatSlurmEndsOrWithSevera
   auto d = decide_restart(with_restarts(3), SIGKILL, false, "", 0, -1, newest(-1), /*world_size=*/4);
   EXPECT_FALSE(d.restart);
   EXPECT_EQ(d.why,
-            "the program was killed by SIGKILL; not restarting it in this allocation: --restarts restarts one "
-            "task's program, and this step has 4 tasks");
+            "the program was killed by SIGKILL; not restarting it in this allocation: the step's 4 tasks have no "
+            "restart group to restart together (see the warning at hydro-launch's start)");
+  d = decide_restart(with_restarts(3), SIGKILL, false, "", 0, -1, newest(-1), /*world_size=*/4, /*together=*/true);
+  EXPECT_TRUE(d.restart) << d.why;
 }
 
 // With several tasks, a checkpoint-and-exit is every task's and task 0 requeues once; a hang (or,

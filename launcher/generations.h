@@ -1,0 +1,31 @@
+// hydro-launch --restarts: after a generation of the program ended, whether to start the next one
+// in this allocation, alone (one task) or with every task of the step (a RestartGroup).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "restart_group.h"
+#include "supervisor.h"
+
+namespace hydro::launcher {
+
+// How one generation of the program ended.
+struct RunEnd {
+  int wait_status = 0;
+  bool terminating = false;  // Slurm sent SIGTERM
+  std::string hang;          // the watchdog killed it
+  int64_t resumed_step = -1;
+};
+
+// With --restarts and several tasks: the step's restart group; null (with the reason logged)
+// when there is none to open, and then a failure is requeued as before.
+std::unique_ptr<RestartGroup> open_restart_group(const Options& o);
+
+// After generation `done` ended: true to start generation done + 1. With a group, follows a call
+// another task made, or calls it for this task's failure, then waits for every task's program to
+// have ended.
+bool next_generation(const Options& o, const RunEnd& end, int done, RestartGroup* group);
+
+}  // namespace hydro::launcher

@@ -1,0 +1,82 @@
+// hydro-launch --restarts in a step of several tasks: every task's program restarts together. Two
+// hydro-launch processes stand for the two tasks of one step (their Slurm environment set by
+// hand), meeting in the restart group's MUNGE-authenticated store (needs munged: the "munge"
+// fixture).
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <iterator>
+
+#include "fault_fs.h"
+#include "spawn_launcher.h"
+
+namespace hydro {
+namespace {
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+// A MASTER_PORT whose port + 2 (the restart group's) was free a moment ago.
+int master_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port) - 2;
+}
+
+std::vector<std::string> task_env(int rank, int port) {
+  return {"SLURM_JOB_ID=4242",
+          "SLURM_STEP_ID=0",
+          "SLURM_PROCID=" + std::to_string(rank),
+          "SLURM_LOCALID=" + std::to_string(rank),
+          "SLURM_STEP_NUM_TASKS=2",
+          "SLURM_RESTART_COUNT=0",
+          "MASTER_ADDR=127.0.0.1",
+          "MASTER_PORT=" + std::to_string(port)};
+}
+
+// Generation 0: task 1's program fails, task 0's trains on (sleeps) until it is killed.
+// Generation 1: both end cleanly. Each records the generations it ran in DIR/ran.RANK.
+std::string program(const std::string& dir) {
+  return "echo \"gen${HYDRO_RESTART_GENERATION:-0}\" >> " + dir +
+         "/ran.$SLURM_PROCID; "
+         "[ \"${HYDRO_RESTART_GENERATION:-0}\" = 1 ] && exit 0; "
+         "[ \"$SLURM_PROCID\" = 1 ] && { sleep 0.5; exit 3; }; exec sleep 1000";
+}
+
+TEST(RestartGroup, AFailedTaskRestartsEveryTasksProgramTogetherInTheSameAllocation) {
+  test::TempDir t;
+  const int port = master_port();
+  pid_t pids[2];
+  for (int rank : {0, 1})
+    pids[rank] = test::spawn_launcher({"--restarts", "2", "--", "/bin/sh", "-c", program(t.path)}, task_env(rank, port),
+                                      t.path + "/launcher" + std::to_string(rank) + ".err");
+  int status[2];
+  for (int rank : {0, 1}) ::waitpid(pids[rank], &status[rank], 0);
+  const std::string err0 = slurp(t.path + "/launcher0.err"), err1 = slurp(t.path + "/launcher1.err");
+  EXPECT_EQ(WEXITSTATUS(status[0]), 0) << err0;
+  EXPECT_EQ(WEXITSTATUS(status[1]), 0) << err1;
+  EXPECT_EQ(slurp(t.path + "/ran.0"), "gen0\ngen1\n") << err0;
+  EXPECT_EQ(slurp(t.path + "/ran.1"), "gen0\ngen1\n") << err1;
+  const std::string call = "rank 1: the program exited with status 3; restart 1 of --restarts 2 (generation 1)";
+  EXPECT_NE(err1.find("generation 1 called (" + call), std::string::npos) << err1;
+  EXPECT_NE(err0.find("the next generation was called (" + call), std::string::npos) << err0;
+  for (const std::string* err : {&err0, &err1})
+    EXPECT_NE(err->find("every task's program of generation 0 has ended: starting generation 1"), std::string::npos)
+        << *err;
+  EXPECT_EQ(err0.find("requeue"), std::string::npos) << err0;
+}
+
+}  // namespace
+}  // namespace hydro
