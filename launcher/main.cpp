@@ -103,7 +103,8 @@ void add_options(CLI::App& app, Options& o, std::string& requeue_signal) {
                  "with HYDRO_RESTART_GENERATION=1, 2, ... (default: $HYDRO_RESTARTS, which the SPANK plugin sets "
                  "from --hydro-restarts or the admin's restarts, else 0 = never). A restart that fails again "
                  "before a newer checkpoint is not tried again. After the last one the job is requeued, up to "
-                 "--max-restarts. One task per step only: with several tasks the job is requeued as before")
+                 "--max-restarts. With several tasks in the step, every task's program restarts together: the "
+                 "tasks' hydro-launch meet at MASTER_ADDR:MASTER_PORT + 2 (MUNGE, this job step only)")
       ->capture_default_str();
   app.add_option("--time-limit-margin", o.time_limit_margin,
                  "Seconds before the job's time limit (its EndTime, read with `scontrol show job` at the start, "

@@ -26,6 +26,17 @@ int port_of(const DistEnv& env) { return env.master_port + 2; }
 }  // namespace
 
 Status RestartGroup::open(const DistEnv& env, std::chrono::milliseconds timeout, std::unique_ptr<RestartGroup>* out) {
+  // The group's threads (the watcher, task 0's server) take no signal: hydro-launch reads its own,
+  // SIGCHLD too, from a signalfd, and one delivered to a thread that does not block it is lost.
+  sigset_t all, old;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &old);
+  Status st = start(env, timeout, out);
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  return st;
+}
+
+Status RestartGroup::start(const DistEnv& env, std::chrono::milliseconds timeout, std::unique_ptr<RestartGroup>* out) {
   std::unique_ptr<RestartGroup> g(new RestartGroup(env, timeout));
   if (g->event_fd_ < 0) return Status::from_errno(errno, "eventfd");
   if (env.rank == 0) {
@@ -34,13 +45,7 @@ Status RestartGroup::open(const DistEnv& env, std::chrono::milliseconds timeout,
       return Status::io(st.message() +
                         " (the restart group's store: MASTER_PORT + 2 = " + std::to_string(port_of(env)) + ")");
   }
-  // The watcher takes no signal: hydro-launch reads its own (SIGCHLD too) from a signalfd, and one
-  // delivered to a thread that does not block it would be lost.
-  sigset_t all, old;
-  sigfillset(&all);
-  ::pthread_sigmask(SIG_SETMASK, &all, &old);
   g->thread_ = std::thread([p = g.get()] { p->watch_calls(); });
-  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
   *out = std::move(g);
   return Status::OK();
 }

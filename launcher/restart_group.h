@@ -51,6 +51,7 @@ class RestartGroup {
 
  private:
   RestartGroup(const DistEnv& env, std::chrono::milliseconds timeout);
+  static Status start(const DistEnv& env, std::chrono::milliseconds timeout, std::unique_ptr<RestartGroup>* out);
   Status client(RankStore** out);  // the main thread's connection, once made
   void watch_calls();              // the watcher thread
   void drain();

@@ -144,7 +144,7 @@ int Supervisor::take_signals() {
   sigaddset(&handled, SIGCHLD);
   if (o_.requeue_signal) sigaddset(&handled, o_.requeue_signal);
   ::sigprocmask(SIG_BLOCK, &handled, &old_mask_);
-  sfd_ = ::signalfd(-1, &handled, SFD_CLOEXEC);
+  sfd_ = ::signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK);  // a signal taken elsewhere never blocks the loop
   if (sfd_ >= 0) return 0;
   say(std::string("error: signalfd: ") + std::strerror(errno));
   return 1;
@@ -287,7 +287,7 @@ void Supervisor::on_ready_deadline() {
 bool Supervisor::on_signal() {
   struct signalfd_siginfo si;
   ssize_t n = ::read(sfd_, &si, sizeof si);
-  if (n < 0 && errno == EINTR) return false;
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return false;
   if (n != sizeof si) {
     kill_program(std::string("reading signals: ") + std::strerror(errno));
     return true;

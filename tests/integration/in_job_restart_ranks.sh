@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# In-job restart of several tasks (hydro-launch --restarts N, srun -n 2 with a Gloo group): rank 1's
+# program is killed with SIGKILL at a random step, then rank 0's hangs (SIGSTOP) and the watchdog
+# kills it. Each time every task's program starts again together, inside the same allocation (the
+# same job, no requeue: SLURM_RESTART_COUNT stays 0), from the newest periodic checkpoint, and the
+# job ends with the weights of a run never interrupted. With a second argument of 2 the job runs on
+# 2 hosts of a multi-host cluster (one task each). Prints the time from the kill to the first step
+# of the new generation.
+source "$(dirname "$0")/lib.sh"
+proctrack=${1:-cgroup}
+nodes=${2:-1}
+if [ "$nodes" = 1 ]; then start_cluster "$proctrack"; else start_cluster "$proctrack" --nodes "$nodes"; fi
+
+steps=${HYDRO_TEST_STEPS:-3000}
+work=$(mktemp -d /tmp/hydro-it.XXXXXX)
+args=(--steps "$steps" --log-every 25 --pg-timeout 300)
+shape=(-N "$nodes" -n 2)
+ranks=(0 1)
+rank_log() { echo "$work/rank$1.log"; }
+every_rank() {  # every_rank FUNCTION ARGS...: FUNCTION LOG ARGS... for each rank's log
+  local r
+  for r in "${ranks[@]}"; do "$1" "$(rank_log "$r")" "${@:2}"; done
+}
+program_pid() { grep -oP 'hydro-launch\[[0-9]+\] .*: started \S+ as pid \K[0-9]+' "$(rank_log "$1")" | tail -1; }
+
+note "reference: 2 tasks, never interrupted"
+srun "${shape[@]}" "$train" "${args[@]}" >"$work/reference.log" 2>&1 || fail "reference run failed"
+want=$(grep -oP '^weights_digest=\K\w+' "$work/reference.log" | sort -u)
+[ "$(echo "$want" | wc -l)" = 1 ] || fail "the reference ranks disagree: $want"
+
+cat >"$work/job.sh" <<JOB
+#!/bin/bash
+echo "restart count: \${SLURM_RESTART_COUNT:-0}"
+exec srun -o "$work/rank%t.log" --open-mode=append "$launch" --restarts 2 --watchdog-file "$work/watchdog-%j.%t.fifo" \
+  -- "$train" ${args[*]} --step-ms 5 --step-timeout 8
+JOB
+log=$work/batch.log
+export HYDRO_TEST_LOGS="$log $(every_rank echo | tr '\n' ' ')"
+job=$(sbatch --parsable --requeue --open-mode=append --hydro-checkpoint-every=100 "${shape[@]}" -o "$log" "$work/job.sh") ||
+  fail "sbatch failed"
+wait_state "$job" RUNNING
+for r in "${ranks[@]}"; do wait_for "$(rank_log "$r")" '^step ' 120; done
+RANDOM=${HYDRO_TEST_SEED:-$$}
+note "job $job trains on 2 tasks with a checkpoint every 100 steps (seed $RANDOM for the kills)"
+
+# generation K: every task's program ended and started again, and trains.
+new_generation() {
+  local k=$1
+  every_rank wait_for "every task's program of generation $((k - 1)) has ended: starting generation $k" 60
+  every_rank wait_count 'resumed from .* at step [0-9]+$' "$k" 60
+  every_rank wait_count 'first step done' $((k + 1)) 60
+}
+
+every_rank wait_steps $((150 + RANDOM % 200))
+pid=$(program_pid 1)
+note "rank 1's program (pid $pid) is killed with SIGKILL near step $(last_step "$(rank_log 1)")"
+kill -KILL "$pid" || fail "could not kill pid $pid"
+new_generation 1
+note "every task's program started again as generation 1:"
+grep -h 'generation 1 called\|next generation was called' "$work"/rank*.log | sed 's/^/    | /'
+
+every_rank wait_steps $((150 + RANDOM % 200))
+pid=$(program_pid 0)
+note "rank 0's program (pid $pid) hangs (SIGSTOP) near step $(last_step "$(rank_log 0)"): the watchdog kills it"
+kill -STOP "$pid" || fail "could not stop pid $pid"
+new_generation 2
+note "every task's program started again as generation 2:"
+grep -h 'generation 2 called\|next generation was called' "$work"/rank*.log | tail -2 | sed 's/^/    | /'
+
+wait_state "$job" COMPLETED 300
+[ "$(grep -c '^restart count:' "$log")" = 1 ] || fail "the job was requeued: $(grep '^restart count:' "$log" | tr '\n' ' ')"
+! grep -h 'requeue' "$work"/rank*.log || fail "a task asked for a requeue"
+got=$(cat "$work"/rank*.log | grep -oP '^weights_digest=\K\w+' | sort -u)
+[ "$(cat "$work"/rank*.log | grep -c '^weights_digest=')" = 2 ] || fail "not every rank printed a weights_digest"
+[ "$got" = "$want" ] || fail "weights differ: restarted twice $got, uninterrupted $want"
+note "weights_digest=$got equals the uninterrupted run; the same job (no requeue), two restarts of both tasks"
+restart_ms=$(ms_between "$(rank_log 1)" 'the program was killed by SIGKILL' 'first step done')
+line="FIGURE path=in_job_restart_ranks(nodes=$nodes) kill_to_first_step_ms=$restart_ms"
+echo "$line"
+[ -z "${HYDRO_FIGURES:-}" ] || echo "$line" >>"$HYDRO_FIGURES"
+rm -rf "$work"
+echo "PASS in_job_restart_ranks ($proctrack, $nodes node(s))"
