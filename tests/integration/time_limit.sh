@@ -9,7 +9,9 @@
 source "$(dirname "$0")/lib.sh"
 proctrack=${1:-cgroup}
 tasks=${2:-1}  # 2: srun -n 2 hydro-launch ..., a Gloo process group
-start_cluster "$proctrack"
+nodes=${3:-1}  # 2: the tasks spread over 2 hosts of a multi-host cluster (scripts/slurm-local --nodes)
+if [ "$nodes" = 1 ]; then start_cluster "$proctrack"; else start_cluster "$proctrack" --nodes "$nodes"; fi
+shape=(-N "$nodes" -n "$tasks")
 
 steps=${HYDRO_TEST_STEPS:-4000}
 work=$(mktemp -d /tmp/hydro-it.XXXXXX)
@@ -17,12 +19,14 @@ args=(--steps "$steps" --log-every 25 --pg-timeout 300)
 if [ "$tasks" = 1 ]; then
   run=(exec)  # hydro-launch is the batch shell
 else
-  run=(exec srun -n "$tasks")  # hydro-launch is each task of a step
+  run=(exec srun "${shape[@]}")  # hydro-launch is each task of a step
 fi
 asked='time limit: --time-limit-margin 40 s before the job.s end: (asking the program|the program.s hydro runtime is not up yet; asking it) to checkpoint and exit'
 
 note "reference: the same example, never stopped"
-want=$(reference_digest "$tasks" "${args[@]}") || fail "no weights_digest in the reference run"
+srun "${shape[@]}" "$train" "${args[@]}" >"$work/reference.log" 2>&1 || fail "reference run failed"
+want=$(grep -oP '^weights_digest=\K\w+' "$work/reference.log" | sort -u)
+[ "$(echo "$want" | wc -l)" = 1 ] || fail "the reference ranks disagree: $want"
 
 # 10 ms a step: the job needs about a minute of training, more than one 1-minute allocation.
 cat >"$work/job.sh" <<JOB
@@ -32,7 +36,7 @@ ${run[*]} "$launch" -- "$train" ${args[*]} --step-ms 10
 JOB
 log=$work/job.log
 export HYDRO_TEST_LOGS=$log
-job=$(sbatch --parsable --requeue --open-mode=append -n "$tasks" -t 1 --hydro-time-limit-margin=40 \
+job=$(sbatch --parsable --requeue --open-mode=append "${shape[@]}" -t 1 --hydro-time-limit-margin=40 \
   --hydro-max-restarts=20 -o "$log" "$work/job.sh") || fail "sbatch failed"
 note "job $job: a 1-minute limit, checkpoint and requeue 40 s before it"
 for run in $(seq 21); do
@@ -57,12 +61,12 @@ got=$(grep -oP '^weights_digest=\K\w+' "$log" | sort -u) || fail "the job printe
 [ "$(grep -c '^weights_digest=' "$log")" = "$tasks" ] || fail "not every rank printed a weights_digest"
 [ "$got" = "$want" ] || fail "weights differ: stopped $restarts times $got, uninterrupted $want"
 note "weights_digest=$got equals the uninterrupted run after $restarts time-limit requeues"
-report_path "time_limit(n=$tasks)" "$log" 'checkpoint-and-exit requested by SIGTERM'
+report_path "time_limit(n=$tasks,nodes=$nodes)" "$log" 'checkpoint-and-exit requested by SIGTERM'
 
 note "restarts used up: --hydro-max-restarts=0 checkpoints and ends without a requeue"
 log2=$work/job2.log
 export HYDRO_TEST_LOGS=$log2
-job2=$(sbatch --parsable --requeue --open-mode=append -n "$tasks" -t 1 --hydro-time-limit-margin=40 \
+job2=$(sbatch --parsable --requeue --open-mode=append "${shape[@]}" -t 1 --hydro-time-limit-margin=40 \
   --hydro-max-restarts=0 -o "$log2" "$work/job.sh") || fail "sbatch failed"
 wait_for "$log2" "$asked" 90
 wait_for "$log2" 'not requeueing: the job has been restarted 0 times \(SLURM_RESTART_COUNT\) and --max-restarts is 0' 30
@@ -70,4 +74,4 @@ wait_state "$job2" 'FAILED|COMPLETED' 60
 grep -q 'checkpoint of step [0-9]* committed' "$log2" || fail "no checkpoint before giving up"
 show_new "$log2"
 rm -rf "$work"
-echo "PASS time_limit ($proctrack, $tasks task(s))"
+echo "PASS time_limit ($proctrack, $tasks task(s), $nodes node(s))"

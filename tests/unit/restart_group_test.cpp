@@ -78,5 +78,32 @@ TEST(RestartGroup, AFailedTaskRestartsEveryTasksProgramTogetherInTheSameAllocati
   EXPECT_EQ(err0.find("requeue"), std::string::npos) << err0;
 }
 
+// Both tasks' programs fail at once (each exits with its own status): both call generation 1, the
+// first call stands, and both restart under it.
+TEST(RestartGroup, TwoTasksThatFailAtOnceAgreeOnOneCall) {
+  test::TempDir t;
+  const int port = master_port();
+  const std::string both_fail = "echo \"gen${HYDRO_RESTART_GENERATION:-0}\" >> " + t.path +
+                                "/ran.$SLURM_PROCID; [ \"${HYDRO_RESTART_GENERATION:-0}\" = 1 ] && exit 0; "
+                                "sleep 0.5; exit $((3 + SLURM_PROCID))";
+  pid_t pids[2];
+  for (int rank : {0, 1})
+    pids[rank] = test::spawn_launcher({"--restarts", "1", "--", "/bin/sh", "-c", both_fail}, task_env(rank, port),
+                                      t.path + "/launcher" + std::to_string(rank) + ".err");
+  std::string standing[2];
+  for (int rank : {0, 1}) {
+    int status = 0;
+    ::waitpid(pids[rank], &status, 0);
+    const std::string err = slurp(t.path + "/launcher" + std::to_string(rank) + ".err");
+    EXPECT_EQ(WEXITSTATUS(status), 0) << err;
+    EXPECT_EQ(slurp(t.path + "/ran." + std::to_string(rank)), "gen0\ngen1\n") << err;
+    const std::string said = "called (rank ";  // made this call, or followed it
+    const size_t at = err.find(said);
+    ASSERT_NE(at, std::string::npos) << err;
+    standing[rank] = err.substr(at + said.size(), err.find(')', at) - at - said.size());
+  }
+  EXPECT_EQ(standing[0], standing[1]) << "the two tasks restarted under different calls";
+}
+
 }  // namespace
 }  // namespace hydro
