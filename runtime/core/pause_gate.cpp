@@ -203,6 +203,18 @@ Status SignalBridge::start(const SignalMap& map, Listener listener) {
   return Status::OK();
 }
 
+void SignalBridge::ignore_from_now_on(int signo) {
+  if (signo <= 0 || signo >= NSIG) return;
+  std::lock_guard<std::mutex> lock(g_lifecycle);
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  if (g_watcher && g_action[signo].load() != 0)
+    g_previous[signo] = ignore;  // ours stays in until stop(), which then leaves it ignored
+  else
+    ::sigaction(signo, &ignore, nullptr);
+}
+
 void SignalBridge::stop() {
   std::lock_guard<std::mutex> lock(g_lifecycle);
   if (!g_watcher) return;

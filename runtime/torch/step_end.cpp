@@ -47,6 +47,8 @@ bool Runtime::step_end(int64_t step) {
   decide_checkpoint(step, &plan);
   if (plan.exit) {
     exit_checkpoint(step);
+    for (int signo : {SIGTERM, settings_.signals.signal_for(Action::checkpoint_exit)})
+      SignalBridge::ignore_from_now_on(signo);
     return false;
   }
   if (plan.checkpoint && !plan.saved) checkpoint_at(step, plan);

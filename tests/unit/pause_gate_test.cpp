@@ -1,6 +1,8 @@
 // The pause state under real signals sent to this process.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -153,6 +155,28 @@ TEST_F(PauseGateTest, TermWhilePausedReleasesAndRequestsExit) {
   worker.join();
   EXPECT_TRUE(gate.exit_requested());
   EXPECT_FALSE(gate.pause_pending());
+}
+
+// A process leaving after its exit checkpoint (exit status 75) with hydro's handlers already put
+// back: a second SIGTERM in its teardown is ignored instead of killing it. Without that, it dies of
+// it. In a child, so that this process keeps its own SIGTERM.
+int exit_status_after_a_late_term(bool ignored_from_now_on) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    if (!SignalBridge::start(SignalMap::defaults(), nullptr).ok()) ::_exit(2);
+    if (ignored_from_now_on) SignalBridge::ignore_from_now_on(SIGTERM);
+    SignalBridge::stop();
+    ::raise(SIGTERM);
+    ::_exit(75);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+TEST_F(PauseGateTest, ATermDuringTheTeardownAfterTheExitCheckpointDoesNotKill) {
+  EXPECT_EQ(exit_status_after_a_late_term(true), 75);
+  EXPECT_EQ(exit_status_after_a_late_term(false), 128 + SIGTERM);
 }
 
 TEST_F(PauseGateTest, ResumeWithNoPausePendingIsHarmless) {

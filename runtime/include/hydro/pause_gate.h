@@ -68,6 +68,11 @@ class SignalBridge {
   static Status start(const SignalMap& map, Listener listener);
   // Restores the previous handlers and joins the watcher. Safe to call when not started.
   static void stop();
+  // The process is on its way out after its exit checkpoint: `signo` is ignored from now on, also
+  // once stop() has put the previous handlers back, so that a second request to exit (another
+  // task's hydro-launch, or its own time limit a moment later) cannot turn the exit status 75 into
+  // death by the signal during the program's teardown.
+  static void ignore_from_now_on(int signo);
 };
 
 }  // namespace hydro
