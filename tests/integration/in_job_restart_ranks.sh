@@ -51,21 +51,20 @@ new_generation() {
   every_rank wait_count 'first step done' $((k + 1)) 60
 }
 
-every_rank wait_steps $((150 + RANDOM % 200))
-pid=$(program_pid 1)
-note "rank 1's program (pid $pid) is killed with SIGKILL near step $(last_step "$(rank_log 1)")"
-kill -KILL "$pid" || fail "could not kill pid $pid"
-new_generation 1
-note "every task's program started again as generation 1:"
-grep -h 'generation 1 called\|next generation was called' "$work"/rank*.log | sed 's/^/    | /'
-
-every_rank wait_steps $((150 + RANDOM % 200))
-pid=$(program_pid 0)
-note "rank 0's program (pid $pid) hangs (SIGSTOP) near step $(last_step "$(rank_log 0)"): the watchdog kills it"
-kill -STOP "$pid" || fail "could not stop pid $pid"
-new_generation 2
-note "every task's program started again as generation 2:"
-grep -h 'generation 2 called\|next generation was called' "$work"/rank*.log | tail -2 | sed 's/^/    | /'
+# interrupt K RANK SIGNAL WHAT: a random stretch of training later, SIGNAL to rank RANK's program;
+# every task's program then starts again as generation K.
+interrupt() {
+  local k=$1 rank=$2 sig=$3 what=$4 pid
+  every_rank wait_steps $((150 + RANDOM % 200))
+  pid=$(program_pid "$rank")
+  note "rank $rank's program (pid $pid) $what near step $(last_step "$(rank_log "$rank")")"
+  kill -"$sig" "$pid" || fail "could not signal pid $pid"
+  new_generation "$k"
+  note "every task's program started again as generation $k:"
+  grep -h "generation $k called\|next generation was called" "$work"/rank*.log | tail -2 | sed 's/^/    | /'
+}
+interrupt 1 1 KILL "is killed with SIGKILL"
+interrupt 2 0 STOP "hangs (SIGSTOP): the watchdog kills it"
 
 wait_state "$job" COMPLETED 300
 [ "$(grep -c '^restart count:' "$log")" = 1 ] || fail "the job was requeued: $(grep '^restart count:' "$log" | tr '\n' ' ')"
