@@ -10,7 +10,14 @@ source "$(dirname "$0")/lib.sh"
 proctrack=${1:-cgroup}
 tasks=${2:-1}  # 2: srun -n 2 hydro-launch ..., a Gloo process group
 nodes=${3:-1}  # 2: the tasks spread over 2 hosts of a multi-host cluster (scripts/slurm-local --nodes)
-if [ "$nodes" = 1 ]; then start_cluster "$proctrack"; else start_cluster "$proctrack" --nodes "$nodes"; fi
+where=${4:-shared}  # local: each host's own checkpoint directory (/local/%u/%j), with --nodes
+case "$nodes:$where" in
+  1:shared) start_cluster "$proctrack" ;;
+  *:shared) start_cluster "$proctrack" --nodes "$nodes" ;;
+  1:local) fail "a node-local checkpoint directory needs several nodes" ;;
+  *:local) start_cluster "$proctrack" --nodes "$nodes" --checkpoint-dir '/local/%u/%j' ;;
+  *) fail "the fourth argument is shared or local, not '$where'" ;;
+esac
 shape=(-N "$nodes" -n "$tasks")
 
 steps=${HYDRO_TEST_STEPS:-4000}
