@@ -45,8 +45,6 @@ got=$(grep -oP '^weights_digest=\K\w+' "$log") || fail "the job printed no weigh
 [ "$got" = "$want" ] || fail "weights differ: restarted twice $got, uninterrupted $want"
 note "weights_digest=$got equals the uninterrupted run; the same job (no requeue), two in-job restarts"
 restart_ms=$(ms_between "$log" 'the program was killed by SIGKILL; restart 2' 'first step done')
-line="FIGURE path=in_job_restart failure_to_first_step_ms=$restart_ms (a requeue waits for Slurm: see requeue's restart_to_first_step_ms plus the queue)"
-echo "$line"
-[ -z "${HYDRO_FIGURES:-}" ] || echo "$line" >>"$HYDRO_FIGURES"
+report_figure "FIGURE path=in_job_restart failure_to_first_step_ms=$restart_ms (a requeue waits for Slurm: see requeue's restart_to_first_step_ms plus the queue)"
 rm -rf "$work"
 echo "PASS in_job_restart ($proctrack)"

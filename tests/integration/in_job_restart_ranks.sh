@@ -24,9 +24,7 @@ every_rank() {  # every_rank FUNCTION ARGS...: FUNCTION LOG ARGS... for each ran
 program_pid() { grep -oP 'hydro-launch\[[0-9]+\] .*: started \S+ as pid \K[0-9]+' "$(rank_log "$1")" | tail -1; }
 
 note "reference: 2 tasks, never interrupted"
-srun "${shape[@]}" "$train" "${args[@]}" >"$work/reference.log" 2>&1 || fail "reference run failed"
-want=$(grep -oP '^weights_digest=\K\w+' "$work/reference.log" | sort -u)
-[ "$(echo "$want" | wc -l)" = 1 ] || fail "the reference ranks disagree: $want"
+want=$(reference_run "${shape[@]}" -- "${args[@]}") || fail "no weights_digest in the reference run"
 
 cat >"$work/job.sh" <<JOB
 #!/bin/bash
@@ -74,8 +72,6 @@ got=$(cat "$work"/rank*.log | grep -oP '^weights_digest=\K\w+' | sort -u)
 [ "$got" = "$want" ] || fail "weights differ: restarted twice $got, uninterrupted $want"
 note "weights_digest=$got equals the uninterrupted run; the same job (no requeue), two restarts of both tasks"
 restart_ms=$(ms_between "$(rank_log 1)" 'the program was killed by SIGKILL' 'first step done')
-line="FIGURE path=in_job_restart_ranks(nodes=$nodes) kill_to_first_step_ms=$restart_ms"
-echo "$line"
-[ -z "${HYDRO_FIGURES:-}" ] || echo "$line" >>"$HYDRO_FIGURES"
+report_figure "FIGURE path=in_job_restart_ranks(nodes=$nodes) kill_to_first_step_ms=$restart_ms"
 rm -rf "$work"
 echo "PASS in_job_restart_ranks ($proctrack, $nodes node(s))"

@@ -63,13 +63,24 @@ stop_cluster() {
   exit $rc
 }
 
-# reference_digest TASKS ARGS...: runs the example ($train) on TASKS tasks, never interrupted, its
-# output in $work/reference.log, and prints its weights_digest (one line: every rank agrees).
+# reference_run SRUN_OPTION... -- ARGS...: runs the example ($train) with those srun options (the
+# job's shape: -n 2, -N 2 --ntasks-per-node=2, ...), never interrupted, its output in
+# $work/reference.log, and prints its weights_digest; fails unless every rank printed the same one.
+reference_run() {
+  local opts=() want
+  while [ "$1" != -- ]; do opts+=("$1"); shift; done
+  shift
+  srun "${opts[@]}" "$train" "$@" >"$work/reference.log" 2>&1 || fail "reference run failed"
+  want=$(grep -oP '^weights_digest=\K\w+' "$work/reference.log" | sort -u)
+  [ -n "$want" ] && [ "$(echo "$want" | wc -l)" = 1 ] || fail "the reference ranks did not print one weights_digest: $want"
+  echo "$want"
+}
+
+# reference_digest TASKS ARGS...: reference_run on TASKS tasks.
 reference_digest() {
   local tasks=$1
   shift
-  srun -n "$tasks" "$train" "$@" >"$work/reference.log" 2>&1 || fail "reference run failed"
-  grep -oP '^weights_digest=\K\w+' "$work/reference.log" | sort -u
+  reference_run -n "$tasks" -- "$@"
 }
 
 # wait_for FILE REGEX [SECONDS]: until a line of FILE matches.
@@ -176,18 +187,22 @@ ms_between() {
     }' "$1"
 }
 
+# report_figure LINE: prints a figure line, and appends it to $HYDRO_FIGURES when set.
+report_figure() {
+  echo "$1"
+  [ -z "${HYDRO_FIGURES:-}" ] || echo "$1" >>"$HYDRO_FIGURES"
+}
+
 # report_path NAME LOG SIGNAL_REGEX: prints the figures for one Slurm path from the job's log:
 # the steps lost (the step the exit checkpoint holds minus the step the restart resumed at), the
 # time from the signal to the committed checkpoint, and from hydro-launch's start in the
 # restarted job to its first training step. Appends them to $HYDRO_FIGURES when set.
 report_path() {
-  local name=$1 log=$2 sig=$3 ck resumed lost commit restart line
+  local name=$1 log=$2 sig=$3 ck resumed lost commit restart
   ck=$({ grep -oP 'checkpoint of step \K[0-9]+(?= committed.*exiting)' "$log" || true; } | tail -1)
   resumed=$({ grep -oP 'resumed from .* at step \K[0-9]+' "$log" || true; } | tail -1)
   lost=$(( ${ck:-0} - ${resumed:-0} ))
   commit=$(ms_between "$log" "$sig" 'checkpoint of step [0-9]+ committed')
   restart=$(ms_between "$log" 'hydro-launch\[[0-9]+\] .*resuming from step' 'first step done')
-  line="FIGURE path=$name steps_lost=$lost signal_to_commit_ms=$commit restart_to_first_step_ms=$restart"
-  echo "$line"
-  [ -z "${HYDRO_FIGURES:-}" ] || echo "$line" >>"$HYDRO_FIGURES"
+  report_figure "FIGURE path=$name steps_lost=$lost signal_to_commit_ms=$commit restart_to_first_step_ms=$restart"
 }

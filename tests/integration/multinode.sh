@@ -31,10 +31,8 @@ advance() { every_rank wait_steps "$1"; }
 hosts() { grep -ohP '^rank [0-9]+ on \K\S+' "$work"/rank*.log | sort -u | tr '\n' ' '; }
 
 note "reference: 2 nodes x 2 tasks, never interrupted"
-srun "${shape[@]}" "$train" "${args[@]}" >"$work/reference.log" 2>&1 || fail "reference run failed"
-want=$(grep -oP '^weights_digest=\K\w+' "$work/reference.log" | sort -u)
-[ "$(grep -c '^weights_digest=' "$work/reference.log")" = 4 ] && [ "$(echo "$want" | wc -l)" = 1 ] ||
-  fail "the reference ranks did not all print one digest: $want"
+want=$(reference_run "${shape[@]}" -- "${args[@]}") || fail "no weights_digest in the reference run"
+[ "$(grep -c '^weights_digest=' "$work/reference.log")" = 4 ] || fail "not every reference rank printed a weights_digest"
 note "reference: every rank weights_digest=$want"
 
 # Each task writes its own log (appended across restarts) and first says where it runs.

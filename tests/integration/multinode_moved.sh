@@ -15,9 +15,7 @@ args=(--steps "$steps" --log-every 25 --pg-timeout 300)
 shape=(-N 2 --ntasks-per-node=2)
 
 note "reference: 2 nodes x 2 tasks, never interrupted"
-srun "${shape[@]}" -w node1,node2 "$train" "${args[@]}" >"$work/reference.log" 2>&1 || fail "reference run failed"
-want=$(grep -oP '^weights_digest=\K\w+' "$work/reference.log" | sort -u)
-[ "$(echo "$want" | wc -l)" = 1 ] || fail "the reference ranks disagree: $want"
+want=$(reference_run "${shape[@]}" -w node1,node2 -- "${args[@]}") || fail "no weights_digest in the reference run"
 
 cat >"$work/job.sh" <<JOB
 #!/bin/bash

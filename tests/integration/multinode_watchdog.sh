@@ -23,9 +23,7 @@ every_rank() {  # every_rank FUNCTION ARGS...: FUNCTION LOG ARGS... for each ran
 }
 
 note "reference: 2 nodes x 2 tasks, never interrupted"
-srun "${shape[@]}" "$train" "${args[@]}" >"$work/reference.log" 2>&1 || fail "reference run failed"
-want=$(grep -oP '^weights_digest=\K\w+' "$work/reference.log" | sort -u)
-[ "$(echo "$want" | wc -l)" = 1 ] || fail "the reference ranks disagree: $want"
+want=$(reference_run "${shape[@]}" -- "${args[@]}") || fail "no weights_digest in the reference run"
 
 cat >"$work/job.sh" <<JOB
 #!/bin/bash

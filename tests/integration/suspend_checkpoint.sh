@@ -72,9 +72,7 @@ show_new "$log"
 got=$(grep -oP '^weights_digest=\K\w+' "$log" | sort -u)
 [ "$got" = "$want" ] || fail "weights differ: $got, uninterrupted $want"
 restart_ms=$(ms_between "$log" 'hydro-launch\[[0-9]+\] .*resuming from step' 'first step done')
-line="FIGURE path=suspend_then_requeue(n=$tasks) steps_lost=$((paused - ck)) signal_to_commit_ms=$commit_ms restart_to_first_step_ms=$restart_ms"
-echo "$line"
-[ -z "${HYDRO_FIGURES:-}" ] || echo "$line" >>"$HYDRO_FIGURES"
+report_figure "FIGURE path=suspend_then_requeue(n=$tasks) steps_lost=$((paused - ck)) signal_to_commit_ms=$commit_ms restart_to_first_step_ms=$restart_ms"
 note "weights_digest=$got equals the uninterrupted run; resumed at the suspend's step $ck"
 rm -rf "$work"
 echo "PASS suspend_checkpoint ($proctrack, $tasks task(s))"

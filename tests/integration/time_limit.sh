@@ -31,9 +31,7 @@ fi
 asked='time limit: --time-limit-margin 40 s before the job.s end: (asking the program|the program.s hydro runtime is not up yet; asking it) to checkpoint and exit'
 
 note "reference: the same example, never stopped"
-srun "${shape[@]}" "$train" "${args[@]}" >"$work/reference.log" 2>&1 || fail "reference run failed"
-want=$(grep -oP '^weights_digest=\K\w+' "$work/reference.log" | sort -u)
-[ "$(echo "$want" | wc -l)" = 1 ] || fail "the reference ranks disagree: $want"
+want=$(reference_run "${shape[@]}" -- "${args[@]}") || fail "no weights_digest in the reference run"
 
 # 10 ms a step: the job needs about a minute of training, more than one 1-minute allocation.
 cat >"$work/job.sh" <<JOB
