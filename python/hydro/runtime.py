@@ -49,7 +49,8 @@ def _close_live_runtimes():
 
 
 class _PythonRNG:
-    """The random generators torch's does not cover: Python's `random` and numpy's global one."""
+    """The random generators torch's does not cover: Python's `random` and numpy's global one.
+    state_dict() returns fresh objects without tensors (a `fresh` Snapshot)."""
 
     def state_dict(self):
         state = {"random": random.getstate()}
@@ -97,7 +98,8 @@ class Runtime:
         def read(path):
             obj.load_state_dict(_load(path))
 
-        self._c.track_stream(name, write, read, Snapshot(obj.state_dict).capture)
+        snapshot = Snapshot(obj.state_dict, fresh=isinstance(obj, _PythonRNG))
+        self._c.track_stream(name, write, read, snapshot.capture)
         self._names.append(name)
 
     def resume(self):

@@ -12,6 +12,7 @@ import ctypes
 import inspect
 import io
 import pickle
+import sys
 
 import torch
 
@@ -48,11 +49,26 @@ class _Records:
             raise TypeError(f"hydro: unexpected record {name!r} of type {type(data).__name__}")
 
 
-class Snapshot:
-    """The reused CPU copies of one tracked object's tensors, and its capture()."""
+def _plain_records(state):
+    """The records torch.save writes for a state without tensors: its pickle, which torch's pickler
+    would write the same (it has no storage to name), by C's pickle, without torch's per-object
+    persistent_id call; and torch 2.x's byteorder record."""
+    records = [("data.pkl", pickle.dumps(state, protocol=torch.serialization.DEFAULT_PROTOCOL))]
+    if _SAVE_KW:
+        records.append(("byteorder", sys.byteorder.encode()))
+    return records
 
-    def __init__(self, state_dict):
+
+class Snapshot:
+    """The reused CPU copies of one tracked object's tensors, and its capture().
+
+    fresh=True: state_dict() returns new objects that nothing changes afterwards and that hold no
+    tensor (the random generators' states), so capture() pickles them as they are, without walking
+    them for tensors to copy: Python's generator state alone is a tuple of 625 ints."""
+
+    def __init__(self, state_dict, fresh=False):
         self._state_dict = state_dict
+        self._fresh = fresh
         self._slots = {}
         self._warned = False
 
@@ -87,6 +103,8 @@ class Snapshot:
         try:
             if _SAVE is None:
                 raise TypeError("this torch has no torch.serialization._save")
+            if self._fresh:
+                return ("zip", _plain_records(state), state)
             with torch.no_grad():
                 copies = self._tree(state, "", {})
             zf = _Records({t.data_ptr() for t in self._slots.values()})

@@ -67,8 +67,8 @@ Runtime::Runtime(Settings settings, Fs& fs) : settings_(std::move(settings)), fs
 }
 
 void Runtime::wait_idle() {
-  if (persist_.joinable()) persist_.join();
-  if (pruner_.joinable()) pruner_.join();
+  persist_.wait();
+  pruner_.wait();
   if (!persist_error_.empty()) {
     std::string e = std::move(persist_error_);
     persist_error_.clear();
@@ -130,8 +130,7 @@ bool Runtime::writes_checkpoints() const {
 
 void Runtime::start_pruner() {
   if (settings_.keep_last <= 0) return;
-  if (pruner_.joinable()) pruner_.join();
-  pruner_ = std::thread([root = settings_.checkpoint_dir, keep = settings_.keep_last, &fs = fs_] {
+  pruner_.start([root = settings_.checkpoint_dir, keep = settings_.keep_last, &fs = fs_] {
     CheckpointDir d(root, fs);
     Status p = d.prune(keep);
     if (!p.ok()) log("warning: removing old checkpoints: " + p.message());
@@ -193,7 +192,7 @@ std::string Runtime::save_async(int64_t step, bool keep_always) {
   for (const auto& t : tracked_) items.push_back({t.name + ".pt", t.capture(*pool_)});
   items.push_back({"rng.pt", rng_item().capture(*pool_)});
   const std::string root = settings_.checkpoint_dir;
-  persist_ = std::thread(
+  persist_.start(
       [this, root, step, keep_always, epoch = epoch_, threads = compute_threads(), items = std::move(items)] {
         CheckpointDir dir(root, fs_, settings_.keep_last);  // commit() also prunes
         if (settings_.world_size > 1 && !resumed_name_.empty()) dir.protect(resumed_name_);

@@ -180,7 +180,8 @@ def test_async_checkpoints_hold_the_state_at_save_and_are_what_torch_save_writes
     m, opt, sched = tied(*model_and_opt())
     train(m, opt, sched, 2)
     want = {"model": torch_save_bytes(m.state_dict()), "optimizer": torch_save_bytes(opt.state_dict()),
-            "scheduler": torch_save_bytes(sched.state_dict())}
+            "scheduler": torch_save_bytes(sched.state_dict()),
+            "python-rng": torch_save_bytes(hydro.runtime._PythonRNG().state_dict())}  # pickled without torch's pickler
     with runtime(m, opt, sched) as rt:
         path = rt.save(2)
         train(m, opt, sched, 3)  # goes on while the background thread writes step 2's copies

@@ -39,8 +39,8 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 
+#include "hydro/background_job.h"
 #include "hydro/checkpoint_dir.h"
 #include "hydro/exit_codes.h"
 #include "hydro/manifest.h"
@@ -133,14 +133,14 @@ class Runtime {
   std::unique_ptr<RankStore> store_;
   std::unique_ptr<CheckpointGroup> group_;  // sync modes with several ranks
   std::unique_ptr<TensorPool> pool_;        // async mode: host copies, reused
-  std::thread persist_;                     // async mode: the write in flight
+  BackgroundJob persist_;                   // async mode: the write in flight
   std::string persist_error_;
   // The checkpoint resume() loaded (its name). In async mode with several ranks, rank 0 never
   // prunes it in this run: the others may still be reading it, and no vote holds rank 0 back.
   std::string resumed_name_;
   // Deleting old checkpoints (HYDRO_KEEP_LAST) runs here after save() returns, so training goes on
   // meanwhile; the next save() waits for it, so it never races a commit.
-  std::thread pruner_;
+  BackgroundJob pruner_;
 };
 
 // atomic_save: torch::save(value, path) made atomic and durable. The archive is streamed to

@@ -1,0 +1,59 @@
+#include "hydro/background_job.h"
+
+#include <unistd.h>
+
+#include <utility>
+
+namespace hydro {
+
+BackgroundJob::~BackgroundJob() {
+  if (!thread_) return;
+  if (::getpid() != owner_) {
+    (void)thread_.release();  // a forked child: the thread and its job exist in the parent only
+    return;
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return !busy_; });
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_->join();
+}
+
+void BackgroundJob::start(std::function<void()> job) {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return !busy_; });
+    job_ = std::move(job);
+    busy_ = true;
+    if (!thread_) {
+      owner_ = ::getpid();
+      thread_ = std::make_unique<std::thread>([this] { run(); });
+    }
+  }
+  cv_.notify_all();
+}
+
+void BackgroundJob::wait() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [this] { return !busy_; });
+}
+
+void BackgroundJob::run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [this] { return job_ || stop_; });
+    if (!job_) return;  // stopped, and nothing was given
+    std::function<void()> job = std::move(job_);
+    job_ = nullptr;
+    lock.unlock();
+    job();
+    job = nullptr;  // what the job held goes before wait() returns
+    lock.lock();
+    busy_ = false;
+    cv_.notify_all();
+  }
+}
+
+}  // namespace hydro
