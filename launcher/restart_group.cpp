@@ -21,8 +21,6 @@ std::string key(const char* what, int generation) {
   return std::string("hydro-launch/") + what + "/" + std::to_string(generation);
 }
 
-int port_of(const DistEnv& env) { return env.master_port + 2; }
-
 }  // namespace
 
 Status RestartGroup::open(const DistEnv& env, std::chrono::milliseconds timeout, std::unique_ptr<RestartGroup>* out) {
@@ -40,10 +38,10 @@ Status RestartGroup::start(const DistEnv& env, std::chrono::milliseconds timeout
   std::unique_ptr<RestartGroup> g(new RestartGroup(env, timeout));
   if (g->event_fd_ < 0) return Status::from_errno(errno, "eventfd");
   if (env.rank == 0) {
-    Status st = TcpStoreServer::start(port_of(env), store_scope_from_env(), &g->server_);
+    Status st = TcpStoreServer::start(env.restart_group_port(), store_scope_from_env(), &g->server_);
     if (!st.ok())
-      return Status::io(st.message() +
-                        " (the restart group's store: MASTER_PORT + 2 = " + std::to_string(port_of(env)) + ")");
+      return Status::io(st.message() + " (the restart group's store: MASTER_PORT + 2 = " +
+                        std::to_string(env.restart_group_port()) + ")");
   }
   g->thread_ = std::thread([p = g.get()] { p->watch_calls(); });
   *out = std::move(g);
@@ -132,7 +130,7 @@ void RestartGroup::watch_calls() {
   Status st = Status::io("stopped before connecting");
   for (std::unique_ptr<RankStore>* c : {&main_, &watcher_}) {
     do {
-      st = connect_tcp_store(env_.master_addr, port_of(env_), store_scope_from_env(), kConnectSlice, c);
+      st = connect_tcp_store(env_.master_addr, env_.restart_group_port(), store_scope_from_env(), kConnectSlice, c);
     } while (!st.ok() && !stop_ && std::chrono::steady_clock::now() < deadline);
     if (!st.ok()) break;
   }
@@ -140,7 +138,7 @@ void RestartGroup::watch_calls() {
     std::lock_guard<std::mutex> lock(mu_);
     connected_ = st.ok() ? st
                          : Status::io(st.message() + " (the restart group's store at " + env_.master_addr + ":" +
-                                      std::to_string(port_of(env_)) + ")");
+                                      std::to_string(env_.restart_group_port()) + ")");
     connecting_ = false;
   }
   cv_.notify_all();

@@ -64,12 +64,12 @@ Status DistEnv::from_env(DistEnv* out, const std::function<const char*(const cha
     if (several) d.master_addr = first_host(list);
   }
   if (const char* v = getenv("MASTER_PORT"); v && *v) {
-    // Not 65535: hydro's store takes MASTER_PORT + 1.
-    HYDRO_RETURN_IF_ERROR(read_int("MASTER_PORT", v, 1, 65534, &d.master_port));
+    // Not above 65533: hydro takes the two ports after it.
+    HYDRO_RETURN_IF_ERROR(read_int("MASTER_PORT", v, 1, 65536 - DistEnv::kPortsPerJob, &d.master_port));
   } else if (const char* job = getenv("SLURM_JOB_ID")) {
     int id = 0;
     HYDRO_RETURN_IF_ERROR(read_int("SLURM_JOB_ID", job, 0, INT32_MAX, &id));
-    d.master_port = 20000 + id % 20000;
+    d.master_port = DistEnv::kDefaultPortBase + DistEnv::kPortsPerJob * (id % DistEnv::kDefaultPortSlots);
   }
   *out = std::move(d);
   return Status::OK();

@@ -134,7 +134,7 @@ Status connect_tcp_store(const std::string& host, int port, const std::string& s
 
 Status open_job_store(const DistEnv& dist, std::chrono::seconds timeout, std::unique_ptr<TcpStoreServer>* server,
                       std::unique_ptr<RankStore>* client) {
-  const int port = dist.master_port + 1;
+  const int port = dist.store_port();
   const std::string scope = store_scope_from_env();
   Status st;
   if (dist.rank == 0) st = TcpStoreServer::start(port, scope, server);

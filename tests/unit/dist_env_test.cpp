@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <map>
 
 #include "hydro/dist_env.h"
@@ -30,14 +31,16 @@ TEST(DistEnv, SlurmStepOnOneNode) {
                      {"SLURM_NTASKS", "2"},
                      {"SLURM_LOCALID", "1"},
                      {"SLURM_STEP_NUM_NODES", "1"},
-                     {"SLURM_JOB_ID", "20007"}},
+                     {"SLURM_JOB_ID", "4262"}},
                     &d)
                   .ok());
   EXPECT_EQ(d.rank, 1);
   EXPECT_EQ(d.world_size, 2);
   EXPECT_EQ(d.local_rank, 1);
   EXPECT_EQ(d.master_addr, "127.0.0.1");
-  EXPECT_EQ(d.master_port, 20007);
+  EXPECT_EQ(d.master_port, 20021);  // 20000 + 3 * (4262 % 4255)
+  EXPECT_EQ(d.store_port(), 20022);
+  EXPECT_EQ(d.restart_group_port(), 20023);
 }
 
 TEST(DistEnv, ABatchScriptIsOneRankEvenUnderSbatchWithTwoTasks) {
@@ -73,7 +76,23 @@ TEST(DistEnv, RanksOnSeveralNodesMeetAtTheFirstHostOfTheStep) {
                     &d)
                   .ok());
   EXPECT_EQ(d.master_addr, "node1");
-  EXPECT_EQ(d.master_port, 20007);
+  EXPECT_EQ(d.master_port, 20021);
+}
+
+// Two jobs on one node must not share a port: an array's tasks have consecutive ids.
+TEST(DistEnv, JobsWhoseIdsAreCloseTakeDisjointPortsBelowTheEphemeralRange) {
+  auto port_of_job = [](int id) {
+    DistEnv d;
+    EXPECT_TRUE(parse({{"SLURM_JOB_ID", std::to_string(id)}}, &d).ok());
+    return d.master_port;
+  };
+  for (int id = 0; id < 20000; id += 7) {
+    const int p = port_of_job(id);
+    EXPECT_GE(p, 20000);
+    EXPECT_LT(p + DistEnv::kPortsPerJob - 1, 32768) << "job " << id;
+    for (int other = id + 1; other < id + DistEnv::kDefaultPortSlots; other += 97)
+      EXPECT_GE(std::abs(port_of_job(other) - p), DistEnv::kPortsPerJob) << "jobs " << id << " and " << other;
+  }
 }
 
 TEST(DistEnv, TheFirstHostOfASlurmHostList) {
@@ -91,9 +110,9 @@ TEST(DistEnv, BadValuesNameTheVariable) {
   EXPECT_EQ(parse({{"SLURM_STEP_NUM_TASKS", "0"}}, &d).message(),
             "SLURM_STEP_NUM_TASKS=0 is out of range [1, 1048576]");
   EXPECT_EQ(parse({{"RANK", "2"}, {"WORLD_SIZE", "2"}}, &d).message(), "RANK=2 is not below WORLD_SIZE=2");
-  EXPECT_EQ(parse({{"MASTER_PORT", "70000"}}, &d).message(), "MASTER_PORT=70000 is out of range [1, 65534]");
-  // The store takes MASTER_PORT + 1: 65535 would wrap it to port 0.
-  EXPECT_EQ(parse({{"MASTER_PORT", "65535"}}, &d).message(), "MASTER_PORT=65535 is out of range [1, 65534]");
+  EXPECT_EQ(parse({{"MASTER_PORT", "70000"}}, &d).message(), "MASTER_PORT=70000 is out of range [1, 65533]");
+  // hydro takes MASTER_PORT + 1 and + 2: 65534 would wrap the restart group's to port 0.
+  EXPECT_EQ(parse({{"MASTER_PORT", "65534"}}, &d).message(), "MASTER_PORT=65534 is out of range [1, 65533]");
   EXPECT_EQ(parse({{"SLURM_PROCID", "0"}, {"SLURM_STEP_NUM_TASKS", "2"}, {"SLURM_STEP_NUM_NODES", "2"}}, &d).message(),
             "MASTER_ADDR is not set: ranks on several nodes need the rendezvous host (for example the first of "
             "`scontrol show hostnames $SLURM_JOB_NODELIST`)");
