@@ -332,6 +332,9 @@ void bind_functions(py::module_& m) {
     return d;
   });
   m.def("start_pause_only", &start_pause_only, py::call_guard<py::gil_scoped_release>());
+  m.def("arm_pause_now", &arm_pause_now, py::arg("signo"));
+  m.def("pause_signals", &pause_signals_from_env);
+  m.def("signal_handlers_installed", &SignalBridge::running);
   m.def("operator_pause_armed", &operator_pause_armed);
   m.def("drains_cuda_on_pause", &drains_cuda_on_pause);
   m.def("pause_state", [] {

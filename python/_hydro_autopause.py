@@ -10,7 +10,8 @@ import sys
 
 def _start():
     try:
-        from hydro import _C
+        from hydro import _C, _pause
+        _pause.install()
         if _C.start_pause_only():
             _C.log("pausing at operators (HYDRO_PAUSE=on); checkpoints need hydro.Runtime")
     except Exception as e:  # never break the user's import of torch

@@ -6,7 +6,7 @@ import weakref
 
 import torch
 
-from . import _C
+from . import _C, _pause
 from .snapshot import Snapshot
 
 
@@ -78,7 +78,12 @@ class Runtime:
     PYTHON_RNG = "python-rng"  # the file name of Python's and numpy's generator states
 
     def __init__(self):
-        self._c = _C.Runtime()
+        _pause.install()
+        try:
+            self._c = _C.Runtime()
+        except BaseException:
+            _pause.uninstall()
+            raise
         _live.add(self)
         _workers_leave_sigterm_to_the_training_process()
         self._names = []
@@ -129,6 +134,7 @@ class Runtime:
         if self._c is not None:
             c, self._c = self._c, None
             del c
+            _pause.uninstall()
 
     def __enter__(self):
         return self

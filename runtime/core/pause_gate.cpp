@@ -49,6 +49,9 @@ std::atomic_flag g_handling = ATOMIC_FLAG_INIT;
 // Test hook (HYDRO_TEST_PAUSE_HANDLER_DELAY_US, read at start()): a pause's handler sleeps this
 // long between its note and its request, so a test can land a resume there.
 long g_test_pause_delay_ns = 0;
+// Test hook (HYDRO_TEST_WATCHER_DELAY_MS, read at start()): the watcher sleeps this long before it
+// passes a pause signal on, so a test can see the training thread arm the pause itself.
+long g_test_watcher_delay_ms = 0;
 
 void handler(int signo, siginfo_t* info, void* ucontext) {
   const int saved_errno = errno;
@@ -97,6 +100,8 @@ void watch(SignalBridge::Listener listener) {
       if (buf[i] == 0) return;  // stop()
       int signo = buf[i];
       int a = g_action[signo].load(std::memory_order_relaxed) - 1;
+      if (a == static_cast<int>(Action::pause) && g_test_watcher_delay_ms > 0)
+        std::this_thread::sleep_for(std::chrono::milliseconds(g_test_watcher_delay_ms));
       if (a >= 0 && listener) listener(signo, static_cast<Action>(a));
     }
   }
@@ -135,11 +140,18 @@ void PauseGate::request_exit() noexcept {
   request_resume();
 }
 
-void PauseGate::wait_while_paused() noexcept {
+void PauseGate::wait_while_paused(const std::function<void()>& on_blocked) noexcept {
   uint32_t v = word_.load(std::memory_order_acquire);
   if (!(v & 1u)) return;
   blocked_ns_.store(now_ns(), std::memory_order_release);
   waiting_.fetch_add(1, std::memory_order_acq_rel);
+  if (on_blocked) {
+    try {
+      on_blocked();
+    } catch (...) {
+    }
+  }
+  v = word_.load(std::memory_order_acquire);  // a resume during on_blocked is not missed
   while (v & 1u) {
     futex(&word_, FUTEX_WAIT_PRIVATE, v);  // returns at once if the word changed since the load
     v = word_.load(std::memory_order_acquire);
@@ -174,6 +186,8 @@ Status SignalBridge::start(const SignalMap& map, Listener listener) {
   g_owner.store(::getpid());
   const char* delay = std::getenv("HYDRO_TEST_PAUSE_HANDLER_DELAY_US");
   g_test_pause_delay_ns = delay ? std::atol(delay) * 1000L : 0;
+  const char* watcher_delay = std::getenv("HYDRO_TEST_WATCHER_DELAY_MS");
+  g_test_watcher_delay_ms = watcher_delay ? std::atol(watcher_delay) : 0;
   ::fcntl(g_pipe[1], F_SETFL, O_NONBLOCK);
   // While one of our handlers runs, the others wait: a resume that landed inside a pause's
   // handler (between its note and its request) would otherwise be overwritten by it, and lost.
@@ -213,6 +227,11 @@ void SignalBridge::ignore_from_now_on(int signo) {
     g_previous[signo] = ignore;  // ours stays in until stop(), which then leaves it ignored
   else
     ::sigaction(signo, &ignore, nullptr);
+}
+
+bool SignalBridge::running() {
+  std::lock_guard<std::mutex> lock(g_lifecycle);
+  return g_watcher != nullptr;
 }
 
 void SignalBridge::stop() {

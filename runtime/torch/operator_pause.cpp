@@ -78,13 +78,14 @@ class OperatorPause {
   // its own copy of the callback (a plain function pointer).
   void arm(bool on) {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (on && pause_enabled_ && !callback_) {
-      callback_ = at::addGlobalCallback(at::RecordFunctionCallback(on_operator).needsInputs(false));
-    } else if (!on && callback_) {
-      at::removeCallback(*callback_);
-      callback_.reset();
-    }
-    armed_ = callback_.has_value();
+    arm_locked(on);
+  }
+
+  // arm(true) while the pause is still pending: checked under the lock that a resume's arm(false)
+  // takes too, so a resume in between cannot be followed by a stale arm.
+  void arm_if_pending() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (PauseGate::instance().pause_pending()) arm_locked(true);
   }
 
   // The first pause of a pause-only start asks whether CUDA is there.
@@ -101,6 +102,16 @@ class OperatorPause {
   void set_suspend_checkpoint(bool on) { suspend_checkpoint_ = on; }
 
  private:
+  void arm_locked(bool on) {
+    if (on && pause_enabled_ && !callback_) {
+      callback_ = at::addGlobalCallback(at::RecordFunctionCallback(on_operator).needsInputs(false));
+    } else if (!on && callback_) {
+      at::removeCallback(*callback_);
+      callback_.reset();
+    }
+    armed_ = callback_.has_value();
+  }
+
   static void warn_no_cuda_release(const Settings& settings) {
     log(std::string("warning: HYDRO_CUDA_RELEASE=on has no effect: ") +
         (!cuda_cache_release_compiled() ? "hydro was built against a libtorch without CUDA"
@@ -126,19 +137,23 @@ std::unique_ptr<at::ObserverContext> on_operator(const at::RecordFunction& fn) {
   PauseGate& gate = PauseGate::instance();
   if (gate.pause_pending()) {
     std::string drained = OperatorPause::instance().drain();
-    log(std::string("paused at operator ") + fn.name() + " (thread " + std::to_string(thread_id()) + ")" + drained);
-    gate.wait_while_paused();
+    gate.wait_while_paused([&] {
+      log(std::string("paused at operator ") + fn.name() + " (thread " + std::to_string(thread_id()) + ")" + drained);
+    });
     log(std::string("resumed at operator ") + fn.name() + " (thread " + std::to_string(thread_id()) + ")");
   }
   return nullptr;
 }
+
+// SIGTSTP under HYDRO_SUSPEND_CHECKPOINT: the step ends and checkpoints before the pause arms.
+bool waits_for_the_step_end(int signo) { return signo == SIGTSTP && OperatorPause::instance().suspend_checkpoint(); }
 
 void on_signal(int signo, Action action) {
   OperatorPause& p = OperatorPause::instance();
   const std::string sig = signal_name(signo);
   switch (action) {
     case Action::pause:
-      if (signo == SIGTSTP && p.suspend_checkpoint()) {
+      if (waits_for_the_step_end(signo)) {
         log("pause requested by " + sig +
             "; the step ends and a checkpoint commits first (they fit in the 2 s "
             "before SIGSTOP)");
@@ -161,6 +176,22 @@ void on_signal(int signo, Action action) {
 }
 
 }  // namespace
+
+void arm_pause_now(int signo) {
+  if (waits_for_the_step_end(signo)) return;
+  OperatorPause& p = OperatorPause::instance();
+  p.learn_cuda();
+  p.arm_if_pending();
+}
+
+std::vector<int> pause_signals_from_env() {
+  std::vector<int> out;
+  const Settings s = settings_from_env();
+  if (!s.pause) return out;
+  for (const auto& [signo, action] : s.signals.entries())
+    if (action == Action::pause) out.push_back(signo);
+  return out;
+}
 
 bool operator_pause_armed() { return OperatorPause::instance().armed(); }
 

@@ -68,8 +68,7 @@ void Runtime::time_last_step() {
 }
 
 void Runtime::pause_at_end_of(int64_t step) {
-  log("paused at the end of step " + std::to_string(step));
-  PauseGate::instance().wait_while_paused();
+  PauseGate::instance().wait_while_paused([step] { log("paused at the end of step " + std::to_string(step)); });
   log("resumed at the end of step " + std::to_string(step));
 }
 

@@ -122,3 +122,39 @@ def test_ten_thousand_pauses_and_resumes_never_deadlock(env):
         stop.set()
         t.join(60)
         assert not t.is_alive() and held == 10
+
+
+# The training thread arms the pause itself: hydro's Python handler for the pause signal runs on
+# the main thread at its next bytecode (here inside os.kill, which checks for signals), while
+# hydro's watcher thread is held back by the test hook, so it cannot be the one that armed it.
+def test_the_main_thread_arms_the_pause_without_waiting_for_the_watcher(env):
+    env.setenv("HYDRO_TEST_WATCHER_DELAY_MS", "2000")
+    with hydro.Runtime():
+        assert signal.getsignal(signal.SIGUSR1) is hydro._pause._arm
+        os.kill(os.getpid(), signal.SIGUSR1)
+        assert _C.pause_state()["pending"] and _C.operator_pause_armed()
+        resume()
+        wait_for(lambda: not _C.pause_state()["armed"])  # the watcher, late, arms and disarms in turn
+    # Closed: the signals' Python handlers are the default again (SIGTSTP stops, SIGUSR1 kills).
+    assert signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL
+    assert signal.getsignal(signal.SIGTSTP) == signal.SIG_DFL
+
+
+def test_a_users_python_handler_for_a_pause_signal_is_kept_and_still_called(env):
+    seen = []
+    previous = signal.signal(signal.SIGUSR1, lambda signum, frame: seen.append(signum))
+    try:
+        with hydro.Runtime():
+            assert signal.getsignal(signal.SIGUSR1) is not hydro._pause._arm
+            pause()  # armed by the watcher
+            assert seen == [signal.SIGUSR1]
+            resume()
+        assert signal.getsignal(signal.SIGUSR1) is not signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+
+
+def test_with_pause_off_no_python_handler_is_installed(env):
+    env.setenv("HYDRO_PAUSE", "off")
+    with hydro.Runtime():
+        assert signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL

@@ -30,7 +30,9 @@ class PauseGate {
   bool take_checkpoint_request() noexcept { return checkpoint_.exchange(false, std::memory_order_acq_rel); }
 
   // Blocks the calling thread until the pause is released. Returns at once when none is pending.
-  void wait_while_paused() noexcept;
+  // `on_blocked` (a log line) runs once the thread counts as paused, its time stamped, and before
+  // it waits: a pause's latency is the training's, not the log's. What it throws is dropped.
+  void wait_while_paused(const std::function<void()>& on_blocked = nullptr) noexcept;
   // Threads blocked in wait_while_paused() right now.
   int threads_waiting() const noexcept { return waiting_.load(std::memory_order_acquire); }
   // steady_clock time (ns) at which a thread last began to wait, and last stopped waiting.
@@ -73,6 +75,8 @@ class SignalBridge {
   // task's hydro-launch, or its own time limit a moment later) cannot turn the exit status 75 into
   // death by the signal during the program's teardown.
   static void ignore_from_now_on(int signo);
+  // The handlers are in (start() was called, stop() not since).
+  static bool running();
 };
 
 }  // namespace hydro

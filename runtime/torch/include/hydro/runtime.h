@@ -39,6 +39,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "hydro/background_job.h"
 #include "hydro/checkpoint_dir.h"
@@ -161,6 +162,14 @@ void atomic_save(const Value& value, const std::string& path) {
 // as there is no state to checkpoint. A Runtime created later replaces them. Returns false, and
 // installs nothing, when HYDRO_PAUSE is off. Throws as Runtime() does on bad settings.
 bool start_pause_only();
+
+// Arms the operator pause now, on the calling thread, if a pause by signal `signo` is pending and
+// would arm it: what the handlers' watcher thread does, without waiting for that thread to be
+// scheduled. Python's interpreter calls it on the main thread at its next bytecode (hydro/_pause.py).
+void arm_pause_now(int signo);
+// The signals the environment's settings (HYDRO_SIGNALS) map to a pause; none when HYDRO_PAUSE is
+// off. Throws as Runtime() does on bad settings.
+std::vector<int> pause_signals_from_env();
 
 // True while the operator callback is enabled: a pause is pending and the next operator on any
 // thread will block. (For tests and diagnostics.)
