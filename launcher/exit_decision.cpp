@@ -148,6 +148,7 @@ ExitDecision decide_after_run(const Options& o, int wait_status, bool terminatin
     d.requeue = false;
     d.why += " (hydro-launch of task 0 runs the requeue)";
   }
+  d.restarts = restarts;
   return d;
 }
 

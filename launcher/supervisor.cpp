@@ -368,7 +368,7 @@ int run(const Options& o) {
   if (!d.requeue) return d.exit_code;
   const std::string job_id = std::getenv("SLURM_JOB_ID");
   int rc = 0;
-  switch (requeue_job(o.scontrol, job_id, std::max(0, parse_restart_count(std::getenv("SLURM_RESTART_COUNT"))), &rc)) {
+  switch (requeue_job(o.scontrol, job_id, d.restarts, &rc)) {
     case Requeue::done: say("job " + job_id + " requeued"); break;
     case Requeue::done_already:
       say("job " + job_id + " requeued already (by another task's hydro-launch, or by Slurm)");

@@ -30,6 +30,7 @@ struct ExitDecision {
   int exit_code;
   bool requeue;  // run `scontrol requeue $SLURM_JOB_ID`
   std::string why;
+  int restarts = 0;  // decide_after_run: SLURM_RESTART_COUNT as it counted it (0 when unset or bad)
 };
 // `terminating`: Slurm sent SIGTERM (requeue, scancel, time limit, preemption): Slurm decides.
 // `in_slurm_job`: SLURM_JOB_ID is set.

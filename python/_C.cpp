@@ -335,6 +335,13 @@ void bind_functions(py::module_& m) {
   m.def("arm_pause_now", &arm_pause_now, py::arg("signo"));
   m.def("pause_signals", &pause_signals_from_env);
   m.def("signal_handlers_installed", &SignalBridge::running);
+  m.def(
+      "signal_is_default",
+      [](int signo) {  // the process's own disposition, which Python's signal.getsignal() may not know
+        struct sigaction now {};
+        return ::sigaction(signo, nullptr, &now) == 0 && !(now.sa_flags & SA_SIGINFO) && now.sa_handler == SIG_DFL;
+      },
+      py::arg("signo"));
   m.def("operator_pause_armed", &operator_pause_armed);
   m.def("drains_cuda_on_pause", &drains_cuda_on_pause);
   m.def("pause_state", [] {

@@ -15,6 +15,10 @@ def _start():
         if _C.start_pause_only():
             _C.log("pausing at operators (HYDRO_PAUSE=on); checkpoints need hydro.Runtime")
     except Exception as e:  # never break the user's import of torch
+        try:
+            _pause.uninstall()
+        except Exception:
+            pass
         sys.stderr.write(f"hydro: warning: the pause for this program is off: {e}\n")
 
 

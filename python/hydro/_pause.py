@@ -16,7 +16,10 @@ _took = []  # the signals whose Python handler is ours
 
 
 def _arm(signum, frame):
-    _C.arm_pause_now(signum)
+    if _C.signal_handlers_installed():
+        _C.arm_pause_now(signum)
+    else:  # hydro's handlers went out (a Runtime closed on another thread): the default again
+        uninstall()
 
 
 def install():
@@ -30,7 +33,9 @@ def install():
     except RuntimeError:
         return  # bad settings: starting hydro's handlers raises the error that names them
     for s in signals:
-        if signal.getsignal(s) in (signal.SIG_DFL, None):
+        # Only a signal nobody handles: not one with a Python handler, nor one with a handler set
+        # in C (faulthandler, an embedding program), which hydro's C handler chains to instead.
+        if signal.getsignal(s) == signal.SIG_DFL and _C.signal_is_default(s):
             signal.signal(s, _arm)
             _took.append(s)
 

@@ -12,7 +12,6 @@ import ctypes
 import inspect
 import io
 import pickle
-import sys
 
 import torch
 
@@ -49,14 +48,28 @@ class _Records:
             raise TypeError(f"hydro: unexpected record {name!r} of type {type(data).__name__}")
 
 
+def _records_without_tensors():
+    """The records this torch's `_save` writes for an object without tensors, in its order: data.pkl
+    and whatever this version adds (byteorder, .format_version, ...); None without `_save`."""
+    if _SAVE is None:
+        return None
+    zf = _Records(set())
+    try:
+        _SAVE({}, zf, pickle, torch.serialization.DEFAULT_PROTOCOL, **_SAVE_KW)
+    except (TypeError, RuntimeError, AttributeError):
+        return None  # a `_save` unlike those known: fresh states take the general path
+    return zf.records
+
+
+_TENSORLESS = _records_without_tensors()
+
+
 def _plain_records(state):
-    """The records torch.save writes for a state without tensors: its pickle, which torch's pickler
-    would write the same (it has no storage to name), by C's pickle, without torch's per-object
-    persistent_id call; and torch 2.x's byteorder record."""
-    records = [("data.pkl", pickle.dumps(state, protocol=torch.serialization.DEFAULT_PROTOCOL))]
-    if _SAVE_KW:
-        records.append(("byteorder", sys.byteorder.encode()))
-    return records
+    """The records torch.save writes for a state without tensors, with its pickle made by C's
+    pickle, which writes what torch's pickler would (there is no storage to name) without torch's
+    Python persistent_id call for every object."""
+    data = pickle.dumps(state, protocol=torch.serialization.DEFAULT_PROTOCOL)
+    return [(r[0], data) if r[0] == "data.pkl" else r for r in _TENSORLESS]
 
 
 class Snapshot:
@@ -103,7 +116,7 @@ class Snapshot:
         try:
             if _SAVE is None:
                 raise TypeError("this torch has no torch.serialization._save")
-            if self._fresh:
+            if self._fresh and _TENSORLESS is not None:
                 return ("zip", _plain_records(state), state)
             with torch.no_grad():
                 copies = self._tree(state, "", {})

@@ -2,7 +2,11 @@
 
 #include <unistd.h>
 
+#include <exception>
+#include <string>
 #include <utility>
+
+#include "hydro/log.h"
 
 namespace hydro {
 
@@ -25,12 +29,12 @@ void BackgroundJob::start(std::function<void()> job) {
   {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [this] { return !busy_; });
+    if (!thread_) {  // first, so that a failure to start it (it throws) leaves nothing in flight
+      thread_ = std::make_unique<std::thread>([this] { run(); });
+      owner_ = ::getpid();
+    }
     job_ = std::move(job);
     busy_ = true;
-    if (!thread_) {
-      owner_ = ::getpid();
-      thread_ = std::make_unique<std::thread>([this] { run(); });
-    }
   }
   cv_.notify_all();
 }
@@ -48,7 +52,11 @@ void BackgroundJob::run() {
     std::function<void()> job = std::move(job_);
     job_ = nullptr;
     lock.unlock();
-    job();
+    try {
+      job();
+    } catch (const std::exception& e) {  // a job reports its own errors; this is a last resort
+      log(std::string("error: a background job failed: ") + e.what());
+    }
     job = nullptr;  // what the job held goes before wait() returns
     lock.lock();
     busy_ = false;

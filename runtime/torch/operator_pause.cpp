@@ -65,11 +65,17 @@ class OperatorPause {
     }
     if (replace) SignalBridge::stop();  // not under the lock: its watcher may be waiting for it
     throw_if_error(SignalBridge::start(signals, on_signal));
+    std::lock_guard<std::mutex> lock(mutex_);
+    handlers_in_ = true;
   }
 
+  // After it, nothing arms the pause: not a Python handler that runs late for a signal that came
+  // while the handlers were in (its pause stays pending, and no resume would ever release it).
   void stop() {
     SignalBridge::stop();
-    arm(false);
+    std::lock_guard<std::mutex> lock(mutex_);
+    handlers_in_ = false;
+    arm_locked(false);
   }
 
   // Registered only while a pause is pending, and removed on resume, so that running training
@@ -85,12 +91,16 @@ class OperatorPause {
   // takes too, so a resume in between cannot be followed by a stale arm.
   void arm_if_pending() {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (PauseGate::instance().pause_pending()) arm_locked(true);
+    if (handlers_in_ && PauseGate::instance().pause_pending()) arm_locked(true);
   }
 
-  // The first pause of a pause-only start asks whether CUDA is there.
+  // The first pause of a pause-only start asks whether CUDA is there. The watcher and the main
+  // thread may both ask: the later one waits for the answer, so neither pauses undrained.
   void learn_cuda() {
-    if (cuda_unknown_.exchange(false)) cuda_ = torch::cuda::is_available();
+    if (!cuda_unknown_) return;
+    std::lock_guard<std::mutex> lock(cuda_mutex_);
+    if (cuda_unknown_) cuda_ = torch::cuda::is_available();
+    cuda_unknown_ = false;
   }
 
   std::string drain() { return cuda_ ? drain_device(cuda_release_) : ""; }
@@ -124,11 +134,13 @@ class OperatorPause {
   std::atomic<bool> suspend_checkpoint_{false};
   std::atomic<bool> cuda_{false};          // this libtorch has CUDA and sees a device
   std::atomic<bool> cuda_unknown_{false};  // pause-only: asked at the first pause
+  std::mutex cuda_mutex_;                  // held while it is asked
   std::atomic<bool> cuda_release_{false};  // HYDRO_CUDA_RELEASE=on, with a CUDA libtorch
   std::atomic<bool> armed_{false};
-  std::mutex mutex_;                            // guards the three below
+  std::mutex mutex_;                            // guards the four below
   std::optional<at::CallbackHandle> callback_;  // registered while a pause is pending
   bool pause_enabled_ = false;                  // HYDRO_PAUSE
+  bool handlers_in_ = false;                    // between start() and stop()
   bool pause_only_ = false;                     // start_pause_only()'s handlers are in; a Runtime replaces them
 };
 

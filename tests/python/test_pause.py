@@ -2,6 +2,7 @@
 # optimizer.step(), on the thread running them, and nothing in the release needs the GIL. While a
 # pause is pending every thread's next operator blocks, the test's own too: the checks made while
 # paused run no torch operator.
+import faulthandler
 import os
 import random
 import signal
@@ -158,3 +159,44 @@ def test_with_pause_off_no_python_handler_is_installed(env):
     env.setenv("HYDRO_PAUSE", "off")
     with hydro.Runtime():
         assert signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL
+
+
+# A pause signal whose Python handler runs only after the Runtime closed (it came during close())
+# must not arm the pause: no resume could release it any more, and the next operator would hang.
+def test_a_late_python_handler_after_close_does_not_arm_the_pause(env):
+    with hydro.Runtime():
+        pause()
+    assert _C.pause_state()["pending"] and not _C.operator_pause_armed()
+    _C.arm_pause_now(signal.SIGUSR1)  # what the late handler calls
+    assert not _C.operator_pause_armed()
+    torch.ones(2).add_(1)  # an operator: runs
+    with hydro.Runtime():
+        resume()
+
+
+# A Runtime closed on another thread cannot give the signals back to Python's default there (only
+# the main thread may set handlers): the first such signal does it instead, and is dropped.
+def test_after_a_close_on_another_thread_the_next_pause_signal_restores_the_default(env):
+    rt = hydro.Runtime()
+    t = threading.Thread(target=rt.close)
+    t.start()
+    t.join(60)
+    assert signal.getsignal(signal.SIGUSR1) is hydro._pause._arm
+    os.kill(os.getpid(), signal.SIGUSR1)
+    assert signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL
+    assert not _C.pause_state()["pending"]
+
+
+# A handler set in C, which Python's signal.getsignal() does not see (faulthandler here), is not
+# replaced: hydro's C handler chains to it, and the watcher arms the pause.
+def test_a_handler_set_in_c_for_a_pause_signal_is_not_replaced(env, tmp_path):
+    with open(tmp_path / "tracebacks", "w") as out:
+        faulthandler.register(signal.SIGUSR1, file=out, chain=False)
+        try:
+            with hydro.Runtime():
+                assert signal.getsignal(signal.SIGUSR1) is not hydro._pause._arm
+                pause()
+                resume()
+        finally:
+            faulthandler.unregister(signal.SIGUSR1)
+    assert "Current thread" in (tmp_path / "tracebacks").read_text()

@@ -23,8 +23,8 @@ class BackgroundJob {
   BackgroundJob(const BackgroundJob&) = delete;
   BackgroundJob& operator=(const BackgroundJob&) = delete;
 
-  // Waits for the job in flight, then runs `job` on the thread. The job must not throw: an
-  // exception escaping it ends the process, as from any thread.
+  // Waits for the job in flight, then runs `job` on the thread. A job reports its own errors; a
+  // std::exception escaping it is logged. Throws std::system_error when the thread cannot start.
   void start(std::function<void()> job);
   // Returns once no job is in flight.
   void wait();
