@@ -15,6 +15,12 @@ from . import _C
 _took = []  # the signals whose Python handler is ours
 
 
+def _may_set_handlers():
+    """Python handlers may be set: on the main thread (the only one allowed to), while hydro's C
+    handlers are out (setting one then would replace hydro's)."""
+    return threading.current_thread() is threading.main_thread() and not _C.signal_handlers_installed()
+
+
 def _arm(signum, frame):
     if _C.signal_handlers_installed():
         _C.arm_pause_now(signum)
@@ -26,7 +32,7 @@ def install():
     """Before hydro's C handlers go in (they chain to what they find): the Python handler for each
     pause signal that has none, when HYDRO_PAUSE is on. Only on the main thread, where Python runs
     handlers."""
-    if _C.signal_handlers_installed() or threading.current_thread() is not threading.main_thread():
+    if not _may_set_handlers():
         return
     try:
         signals = _C.pause_signals()
@@ -42,7 +48,7 @@ def install():
 
 def uninstall():
     """Once hydro's C handlers are out: the default action again for the signals install() took."""
-    if _C.signal_handlers_installed() or threading.current_thread() is not threading.main_thread():
+    if not _may_set_handlers():
         return
     while _took:
         s = _took.pop()

@@ -151,7 +151,7 @@ void PauseGate::wait_while_paused(const std::function<void()>& on_blocked) noexc
     } catch (...) {
     }
   }
-  v = word_.load(std::memory_order_acquire);  // a resume during on_blocked is not missed
+  v = word_.load(std::memory_order_acquire);  // a resume during on_blocked: no futex call
   while (v & 1u) {
     futex(&word_, FUTEX_WAIT_PRIVATE, v);  // returns at once if the word changed since the load
     v = word_.load(std::memory_order_acquire);

@@ -140,8 +140,10 @@ class OperatorPause {
   std::mutex mutex_;                            // guards the four below
   std::optional<at::CallbackHandle> callback_;  // registered while a pause is pending
   bool pause_enabled_ = false;                  // HYDRO_PAUSE
-  bool handlers_in_ = false;                    // between start() and stop()
-  bool pause_only_ = false;                     // start_pause_only()'s handlers are in; a Runtime replaces them
+  // Between start() and stop(). Not SignalBridge::running(): its lock is held by stop() while it
+  // joins the watcher, which may be waiting for mutex_.
+  bool handlers_in_ = false;
+  bool pause_only_ = false;  // start_pause_only()'s handlers are in; a Runtime replaces them
 };
 
 // While the callback is registered, the next operator on every thread blocks here until resumed.
