@@ -298,11 +298,8 @@ void bind_watchdog(py::module_& m) {
       py::arg("folder"), py::arg("world"), py::arg("rank"), py::arg("samples_pct_per_replica"));
 }
 
-void bind_functions(py::module_& m) {
-  m.def("leave_sigterm_to_parent", &leave_sigterm_to_parent, py::arg("training_pid") = 0);
-  m.attr("EXIT_REQUEUE") = kExitRequeue;
-  m.attr("EXIT_WATCHDOG") = kExitWatchdog;
-  m.attr("__version__") = hydro::version();
+// What Python's checkpoints write through: atomic files, and an async save's copies.
+void bind_checkpoint_io(py::module_& m) {
   m.def(
       "atomic_write",
       [](const std::string& path, py::function fill) {
@@ -316,6 +313,19 @@ void bind_functions(py::module_& m) {
         if (Status s = warn_if_durability_uncertain(st); !s.ok()) raise_os_error(s);
       },
       py::arg("path"), py::arg("fill"));
+  m.def(
+      "copy_bytes_for_checkpoint",
+      [](uintptr_t dst, uintptr_t src, size_t n) {
+        copy_bytes_for_checkpoint(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n);
+      },
+      py::arg("dst"), py::arg("src"), py::arg("nbytes"));
+}
+
+void bind_functions(py::module_& m) {
+  m.def("leave_sigterm_to_parent", &leave_sigterm_to_parent, py::arg("training_pid") = 0);
+  m.attr("EXIT_REQUEUE") = kExitRequeue;
+  m.attr("EXIT_WATCHDOG") = kExitWatchdog;
+  m.attr("__version__") = hydro::version();
   m.def(
       "log", [](const std::string& msg) { log(msg); }, py::arg("message"));
   m.def("log_line", &log_line, py::arg("who"), py::arg("message"));
@@ -369,6 +379,7 @@ PYBIND11_MODULE(_C, m) {
   hydro::bind_runtime(m);
   hydro::bind_sampler(m);
   hydro::bind_functions(m);
+  hydro::bind_checkpoint_io(m);
   hydro::bind_watchdog(m);
   hydro::bind_job(m);
 }

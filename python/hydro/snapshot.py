@@ -72,6 +72,27 @@ def _plain_records(state):
     return [(r[0], data) if r[0] == "data.pkl" else r for r in _TENSORLESS]
 
 
+_EXACT = (int, bool, str, bytes, type(None))
+
+
+def _leaf(v):
+    """A plain value as it decides the pickle: its type and value (1, 1.0 and True pickle
+    differently), a float by its bits (0.0 == -0.0). Anything else matches nothing, not even
+    itself: a state holding it is pickled at every capture."""
+    if type(v) in _EXACT:
+        return (type(v), v)
+    if type(v) is float:
+        return (float, v.hex())
+    return object()
+
+
+def _plain_bytes(t):
+    """Whether copying `t` into a new tensor of its shape and dtype is a memcpy: dense, on the host,
+    with no lazy conjugate or negation bit."""
+    return (t.device.type == "cpu" and t.layout == torch.strided and t.is_contiguous() and not t.is_quantized
+            and not t.is_conj() and not t.is_neg())
+
+
 class Snapshot:
     """The reused CPU copies of one tracked object's tensors, and its capture().
 
@@ -83,6 +104,8 @@ class Snapshot:
         self._state_dict = state_dict
         self._fresh = fresh
         self._slots = {}
+        self._queued = []  # tensors whose copy is queued (see _copy)
+        self._last = (None, None)  # the last pickled shape (see _tree) and its records
         self._warned = False
 
     def _copy(self, path, t, seen):
@@ -93,36 +116,62 @@ class Snapshot:
         slot = self._slots.get(path)
         if slot is None or slot.shape != t.shape or slot.dtype != t.dtype:
             slot = self._slots[path] = torch.empty(t.shape, dtype=t.dtype)
-        slot.copy_(t)
+        if _plain_bytes(t):
+            # A memcpy: inside rt.save() it is queued, and a helper thread shares it while this
+            # thread pickles; save() returns once it is done. `t` is kept alive until then.
+            self._queued.append(t)
+            _C.copy_bytes_for_checkpoint(slot.data_ptr(), t.data_ptr(), t.numel() * t.element_size())
+        else:
+            slot.copy_(t)
         seen[key] = slot
         return slot
 
-    def _tree(self, obj, path, seen):
+    def _tree(self, obj, path, seen, shape):
+        """The copy of `obj`: its tensors copied into slots, its dicts, lists and tuples rebuilt. Appends
+        to `shape` what its pickle depends on: equal shapes pickle to equal bytes."""
         if isinstance(obj, torch.Tensor):
-            return self._copy(path, obj, seen)
+            slot = self._copy(path, obj, seen)
+            shape.append((path, slot.data_ptr(), slot.dtype, slot.shape))
+            return slot
         if isinstance(obj, dict):
             out = collections.OrderedDict() if isinstance(obj, collections.OrderedDict) else {}
+            shape.append((type(out), len(obj)))
             for k, v in obj.items():
-                out[k] = self._tree(v, f"{path}/{k}", seen)
+                shape.append(_leaf(k))
+                out[k] = self._tree(v, f"{path}/{k}", seen, shape)
             if hasattr(obj, "_metadata"):  # a module's state_dict: versions for load_state_dict
                 out._metadata = obj._metadata
+                shape.append(repr(obj._metadata))  # torch's plain dicts of versions: exact
             return out
         if isinstance(obj, (list, tuple)) and type(obj) in (list, tuple):
-            return type(obj)(self._tree(v, f"{path}/{i}", seen) for i, v in enumerate(obj))
+            shape.append((type(obj), len(obj)))
+            return type(obj)(self._tree(v, f"{path}/{i}", seen, shape) for i, v in enumerate(obj))
+        shape.append(_leaf(obj))
         return obj
 
+    def _records(self, copies, shape):
+        """The records torch's `_save` writes for `copies`. The same as the last capture's when
+        `shape` is: the same structure, plain values and slots (pickling is most of the time a
+        small state takes here)."""
+        if shape == self._last[0]:
+            return self._last[1]
+        zf = _Records({t.data_ptr() for t in self._slots.values()})
+        _SAVE(copies, zf, pickle, torch.serialization.DEFAULT_PROTOCOL, **_SAVE_KW)
+        self._last = (shape, zf.records)
+        return zf.records
+
     def capture(self):
+        self._queued = []  # the last capture's sources: its save() returned, so they are copied
         state = self._state_dict()
         try:
             if _SAVE is None:
                 raise TypeError("this torch has no torch.serialization._save")
             if self._fresh and _TENSORLESS is not None:
                 return ("zip", _plain_records(state), state)
+            shape = []
             with torch.no_grad():
-                copies = self._tree(state, "", {})
-            zf = _Records({t.data_ptr() for t in self._slots.values()})
-            _SAVE(copies, zf, pickle, torch.serialization.DEFAULT_PROTOCOL, **_SAVE_KW)
-            return ("zip", zf.records, copies)
+                copies = self._tree(state, "", {}, shape)
+            return ("zip", self._records(copies, shape), copies)
         except (TypeError, RuntimeError, AttributeError) as e:
             if not self._warned:
                 _C.log(f"warning: async checkpoint: serializing on the training thread ({e})")

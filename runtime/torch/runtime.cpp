@@ -189,8 +189,12 @@ std::string Runtime::save_async(int64_t step, bool keep_always) {
     Captured captured;
   };
   std::vector<Item> items;
-  for (const auto& t : tracked_) items.push_back({t.name + ".pt", t.capture(*pool_)});
-  items.push_back({"rng.pt", rng_item().capture(*pool_)});
+  {
+    TensorPool::Capturing capturing(*pool_);
+    for (const auto& t : tracked_) items.push_back({t.name + ".pt", t.capture(*pool_)});
+    items.push_back({"rng.pt", rng_item().capture(*pool_)});
+    capturing.finish();  // every copy is done before training goes on
+  }
   const std::string root = settings_.checkpoint_dir;
   persist_.start(
       [this, root, step, keep_always, epoch = epoch_, threads = compute_threads(), items = std::move(items)] {

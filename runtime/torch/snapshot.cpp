@@ -1,15 +1,82 @@
 #include "snapshot.h"
 
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "hydro/runtime.h"
+
 namespace hydro {
+
+namespace {
+
+// Chunks of this many bytes: the helper and the training thread share a large tensor's copy.
+constexpr size_t kCopyChunkBytes = 1 << 20;
+
+thread_local TensorPool* t_capturing = nullptr;
+
+// The copies that are a memcpy: host to host, dense, one dtype and shape, no lazy conjugate or
+// negation bit.
+bool plain_bytes(const torch::Tensor& dst, const torch::Tensor& src) {
+  const auto dense = [](const torch::Tensor& t) {
+    return t.device().is_cpu() && t.layout() == torch::kStrided && t.is_contiguous() && !t.is_quantized() &&
+           !t.is_conj() && !t.is_neg();
+  };
+  return dense(src) && dense(dst) && src.scalar_type() == dst.scalar_type() && src.sizes() == dst.sizes();
+}
+
+void copy_now(const torch::Tensor& dst, const torch::Tensor& src) {
+  torch::NoGradGuard no_grad;
+  dst.copy_(src);
+}
+
+}  // namespace
 
 torch::Tensor TensorPool::copy(const std::string& key, const torch::Tensor& t) {
   if (!t.defined()) return t;
-  torch::NoGradGuard no_grad;
   torch::Tensor& slot = slots_[key];
   if (!slot.defined() || slot.sizes() != t.sizes() || slot.scalar_type() != t.scalar_type())
     slot = torch::empty(t.sizes(), t.options().device(torch::kCPU).requires_grad(false));
-  slot.copy_(t);
+  copy_into(slot, t);
   return slot;
+}
+
+void TensorPool::copy_into(const torch::Tensor& dst, const torch::Tensor& src) {
+  if (!plain_bytes(dst, src)) return copy_now(dst, src);
+  auto both = std::make_shared<std::pair<torch::Tensor, torch::Tensor>>(dst, src);  // alive until copied
+  copy_bytes(dst.data_ptr(), src.data_ptr(), static_cast<size_t>(src.numel()) * src.element_size(), both);
+}
+
+void TensorPool::copy_bytes(void* dst, const void* src, size_t n, std::shared_ptr<const void> keep) {
+  for (size_t at = 0; at < n; at += kCopyChunkBytes) {
+    const size_t len = std::min(kCopyChunkBytes, n - at);
+    share_.add([to = static_cast<char*>(dst) + at, from = static_cast<const char*>(src) + at, len, keep] {
+      std::memcpy(to, from, len);
+    });
+  }
+}
+
+TensorPool::Capturing::Capturing(TensorPool& pool) : pool_(pool), outer_(t_capturing) { t_capturing = &pool; }
+
+TensorPool::Capturing::~Capturing() {
+  t_capturing = outer_;
+  if (finished_) return;
+  try {
+    pool_.finish();
+  } catch (...) {  // the capture is failing already; its own error is the one reported
+  }
+}
+
+void TensorPool::Capturing::finish() {
+  finished_ = true;
+  pool_.finish();
+}
+
+TensorPool* TensorPool::capturing() { return t_capturing; }
+
+void copy_bytes_for_checkpoint(void* dst, const void* src, size_t n) {
+  if (TensorPool* pool = TensorPool::capturing()) return pool->copy_bytes(dst, src, n, nullptr);
+  if (n > 0) std::memcpy(dst, src, n);
 }
 
 size_t TensorPool::bytes() const {

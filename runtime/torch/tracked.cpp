@@ -174,11 +174,25 @@ void restore(at::Generator gen, const torch::Tensor& state) {
   gen.set_state(state);
 }
 
-void save_rng(torch::serialize::OutputArchive& a) {
-  a.write("cpu", state_of(at::detail::getDefaultCPUGenerator()));
+// The generators' states, in the order rng.pt holds them. get_state() returns copies: an async
+// checkpoint takes them on the training thread and archives them on its background thread.
+std::vector<std::pair<std::string, torch::Tensor>> rng_states() {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  out.emplace_back("cpu", state_of(at::detail::getDefaultCPUGenerator()));
   const int n = cuda_devices();
-  a.write("cuda_devices", torch::tensor(static_cast<int64_t>(n)));
-  for (int i = 0; i < n; ++i) a.write("cuda" + std::to_string(i), state_of(cuda_generator(i)));
+  out.emplace_back("cuda_devices", torch::tensor(static_cast<int64_t>(n)));
+  for (int i = 0; i < n; ++i) out.emplace_back("cuda" + std::to_string(i), state_of(cuda_generator(i)));
+  return out;
+}
+
+void write_rng(torch::serialize::OutputArchive& a, const std::vector<std::pair<std::string, torch::Tensor>>& states) {
+  for (const auto& [key, state] : states) a.write(key, state);
+}
+
+void save_rng(torch::serialize::OutputArchive& a) { write_rng(a, rng_states()); }
+
+Captured capture_rng(TensorPool&) {
+  return Captured{[states = rng_states()](torch::serialize::OutputArchive& a) { write_rng(a, states); }, nullptr, {}};
 }
 
 void load_rng(torch::serialize::InputArchive& a) {
@@ -200,7 +214,7 @@ void load_rng(torch::serialize::InputArchive& a) {
 }  // namespace
 
 const TrackedItem& rng_item() {
-  static const TrackedItem item = archive_item("rng", save_rng, load_rng);
+  static const TrackedItem item = archive_item("rng", save_rng, load_rng, capture_rng);
   return item;
 }
 

@@ -258,3 +258,45 @@ def test_a_resume_with_another_openblas_thread_count_says_so(python, tmp_path):
     assert "other thread counts" not in run("resume", "2")
     err = run("resume", "1")
     assert "OpenBLAS's threads 2 then, 1 now" in err and "OPENBLAS_NUM_THREADS=2" in err, err
+
+
+class Mixed:
+    """A state the async copy takes every way: a tensor of several copy chunks (shared by the helper
+    thread), a strided view and a lazily conjugated tensor (copied at once), and plain values whose
+    pickle a cached one must not stand for (0.0 and -0.0, 1 and True, a new key)."""
+
+    def __init__(self):
+        self.big = torch.randn(3 << 18)  # 3 MiB
+        self.grid = torch.randn(64, 32)
+        self.z = torch.randn(16, dtype=torch.complex64)
+        self.plain = {"lr": 0.0, "flag": 1}
+
+    def state_dict(self):
+        return {"big": self.big, "t": self.grid.t(), "conj": self.z.conj(), **self.plain}
+
+    def load_state_dict(self, state):
+        raise AssertionError("not resumed here")
+
+
+def test_async_copies_and_cached_pickles_are_the_state_at_each_save(env, tmp_path):
+    env.setenv("HYDRO_CKPT_DIR", str(tmp_path))
+    env.setenv("HYDRO_CKPT_MODE", "async")
+    obj = Mixed()
+    plains = [{"lr": 0.0, "flag": 1}, {"lr": 0.0, "flag": 1}, {"lr": -0.0, "flag": 1}, {"lr": -0.0, "flag": True},
+              {"lr": -0.0, "flag": 1.0}, {"lr": -0.0, "flag": 1.0, "new": None}]
+    with hydro.Runtime() as rt:
+        rt.track("mixed", obj)
+        for step, plain in enumerate(plains, 1):
+            obj.plain = dict(plain)
+            want = {k: v.clone() if torch.is_tensor(v) else v for k, v in obj.state_dict().items()}
+            path = rt.save(step)
+            for t in (obj.big, obj.grid, obj.z):
+                t.add_(1)  # training goes on at once
+            rt.wait_idle()
+            got = torch.load(os.path.join(path, "mixed.pt"))
+            assert list(got) == list(want), step
+            for k, v in want.items():
+                if torch.is_tensor(v):
+                    assert torch.equal(got[k], v.resolve_conj()), (step, k)
+                else:  # the type and the sign of zero too
+                    assert (type(got[k]), repr(got[k])) == (type(v), repr(v)), (step, k)
