@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_usage.h"
 #include "hydro/durable_fs.h"
 #include "hydro/runtime.h"
 
@@ -108,6 +109,10 @@ void measure_size(const std::string& dir, int64_t mb, std::mt19937& rng) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  hydro_bench::exit_on_options(
+      argc, argv,
+      "usage: hydro-bench-async [DIR] [MB...]\n  the training stall of an async checkpoint against memcpy and "
+      "torch::save, per state size (default DIR /tmp/hydro-bench-async, MB 10 100 1000 2000)");
   std::string dir = argc > 1 ? argv[1] : "/tmp/hydro-bench-async";
   std::vector<int64_t> sizes_mb;
   for (int i = 2; i < argc; ++i) sizes_mb.push_back(std::atoll(argv[i]));

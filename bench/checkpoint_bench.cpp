@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_usage.h"
 #include "hydro/checkpoint_dir.h"
 #include "hydro/durable_fs.h"
 #include "hydro/runtime.h"
@@ -171,6 +172,11 @@ void measure_size(const SizeRun& c, int64_t mb) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  hydro_bench::exit_on_options(
+      argc, argv,
+      "usage: hydro-bench-checkpoint [DIR] [MB...]\n  hydro's durable save against raw writes, torch::save and the "
+      "bare directory protocol, per state size (default DIR /tmp/hydro-bench-ck, MB 10 100 1000 2000; "
+      "HYDRO_BENCH_ROUNDS=1 prints every round on stderr)");
   SizeRun c;
   c.dir = argc > 1 ? argv[1] : "/tmp/hydro-bench-ck";
   std::vector<int64_t> sizes_mb;

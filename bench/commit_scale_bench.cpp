@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_usage.h"
 #include "hydro/checkpoint_dir.h"
 #include "hydro/checkpoint_group.h"
 #include "hydro/tcp_store.h"
@@ -107,6 +108,10 @@ double measure(const Run& run) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  hydro_bench::exit_on_options(
+      argc, argv,
+      "usage: hydro-bench-commit-scale [ROOT] [ROUNDS]\n  sync_all commits against the number of ranks, 2 to 32 "
+      "processes here (default ROOT /tmp/hydro-bench-commit-scale, ROUNDS 9; needs munged)");
   const std::string root = argc > 1 ? argv[1] : "/tmp/hydro-bench-commit-scale";
   const int rounds = argc > 2 ? std::atoi(argv[2]) : 9;
   const size_t small = 4 << 10, large = 4 << 20;

@@ -24,6 +24,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "bench_usage.h"
 #include "hydro/pause_gate.h"
 #include "hydro/runtime.h"
 
@@ -305,6 +306,9 @@ double longest_op_us(Model& m) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  hydro_bench::exit_on_options(argc, argv,
+                               "usage: hydro-bench-pause [BLOCKS] [PAUSES]\n  step overhead, pause and resume latency "
+                               "at operators (default BLOCKS 30, PAUSES 1000)");
   int blocks = argc > 1 ? std::atoi(argv[1]) : 30;
   int pauses = argc > 2 ? std::atoi(argv[2]) : 1000;
   std::setvbuf(stdout, nullptr, _IOLBF, 0);

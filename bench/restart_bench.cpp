@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_usage.h"
 #include "hydro/durable_fs.h"
 #include "hydro/runtime.h"
 
@@ -123,6 +124,10 @@ double timed(const char* self, const std::string& mode, const std::string& dir, 
 
 int main(int argc, char** argv) {
   if (argc == 5 && std::string(argv[1]) == "--child") return child(argv[2], argv[3], std::atoll(argv[4]));
+  hydro_bench::exit_on_options(
+      argc, argv,
+      "usage: hydro-bench-restart [DIR] [MB...]\n  restart to the first step, hydro's resume against "
+      "a plain torch::load, per state size (default DIR /tmp/hydro-bench-restart, MB 10 100 1000)");
   std::string root = argc > 1 ? argv[1] : "/tmp/hydro-bench-restart";
   std::vector<int64_t> sizes;
   for (int i = 2; i < argc; ++i) sizes.push_back(std::atoll(argv[i]));

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_usage.h"
 #include "hydro/tcp_store.h"
 
 namespace {
@@ -46,6 +47,9 @@ std::vector<double> votes(int n, Add add, Set peer_set, Get get) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  hydro_bench::exit_on_options(argc, argv,
+                               "usage: hydro-bench-store [VOTES]\n  the ranks' store, hydro's against c10d's TCPStore: "
+                               "connect and step-end vote (default VOTES 2000; needs munged)");
   const int n = argc > 1 ? std::atoi(argv[1]) : 2000;
   using namespace hydro;
   const std::string scope = "job bench step 0";

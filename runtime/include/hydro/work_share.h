@@ -19,7 +19,6 @@ namespace hydro {
 
 class WorkShare {
  public:
-
   WorkShare() = default;
   // Runs what is queued, then ends the helper. In a child forked meanwhile, which has no helper,
   // leaves it alone.
