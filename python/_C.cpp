@@ -298,6 +298,12 @@ void bind_watchdog(py::module_& m) {
       py::arg("folder"), py::arg("world"), py::arg("rank"), py::arg("samples_pct_per_replica"));
 }
 
+// A reference to the tensor whose TensorImpl is at `cdata` (a Python tensor's `_cdata`).
+torch::Tensor tensor_at(uintptr_t cdata) {
+  using Impl = c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
+  return torch::Tensor(Impl::reclaim_copy(reinterpret_cast<c10::TensorImpl*>(cdata)));
+}
+
 // What Python's checkpoints write through: atomic files, and an async save's copies.
 void bind_checkpoint_io(py::module_& m) {
   m.def(
@@ -313,12 +319,11 @@ void bind_checkpoint_io(py::module_& m) {
         if (Status s = warn_if_durability_uncertain(st); !s.ok()) raise_os_error(s);
       },
       py::arg("path"), py::arg("fill"));
+  // The tensors by their `_cdata` (the TensorImpl's address, which Python holds a reference to for
+  // the call): this module does not link libtorch_python, whose caster would take the objects.
   m.def(
-      "copy_bytes_for_checkpoint",
-      [](uintptr_t dst, uintptr_t src, size_t n) {
-        copy_bytes_for_checkpoint(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n);
-      },
-      py::arg("dst"), py::arg("src"), py::arg("nbytes"));
+      "copy_for_checkpoint", [](uintptr_t dst, uintptr_t src) { copy_for_checkpoint(tensor_at(dst), tensor_at(src)); },
+      py::arg("dst_cdata"), py::arg("src_cdata"), py::call_guard<py::gil_scoped_release>());
 }
 
 void bind_functions(py::module_& m) {

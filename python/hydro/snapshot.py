@@ -12,6 +12,7 @@ import ctypes
 import inspect
 import io
 import pickle
+import struct
 
 import torch
 
@@ -73,24 +74,18 @@ def _plain_records(state):
 
 
 _EXACT = (int, bool, str, bytes, type(None))
+_OTHER = object()  # in a shape: a value _leaf cannot vouch for (see Snapshot._records)
 
 
 def _leaf(v):
     """A plain value as it decides the pickle: its type and value (1, 1.0 and True pickle
-    differently), a float by its bits (0.0 == -0.0). Anything else matches nothing, not even
-    itself: a state holding it is pickled at every capture."""
+    differently), a float by its bits (0.0 == -0.0; NaNs differ in sign and payload). Anything else
+    is _OTHER: a state holding it is pickled at every capture."""
     if type(v) in _EXACT:
         return (type(v), v)
     if type(v) is float:
-        return (float, v.hex())
-    return object()
-
-
-def _plain_bytes(t):
-    """Whether copying `t` into a new tensor of its shape and dtype is a memcpy: dense, on the host,
-    with no lazy conjugate or negation bit."""
-    return (t.device.type == "cpu" and t.layout == torch.strided and t.is_contiguous() and not t.is_quantized
-            and not t.is_conj() and not t.is_neg())
+        return (float, struct.pack("<d", v))
+    return _OTHER
 
 
 class Snapshot:
@@ -104,11 +99,11 @@ class Snapshot:
         self._state_dict = state_dict
         self._fresh = fresh
         self._slots = {}
-        self._queued = []  # tensors whose copy is queued (see _copy)
         self._last = (None, None)  # the last pickled shape (see _tree) and its records
         self._warned = False
 
     def _copy(self, path, t, seen):
+        # `path`: the keys and indices from the state's root, a tuple ("a/b" and "a", "b" differ).
         # The same memory twice (tied weights): one copy, as torch.save keeps one storage.
         key = (t.data_ptr(), t.dtype, tuple(t.shape), tuple(t.stride()), str(t.device)) if t.numel() else path
         if key in seen:
@@ -116,13 +111,9 @@ class Snapshot:
         slot = self._slots.get(path)
         if slot is None or slot.shape != t.shape or slot.dtype != t.dtype:
             slot = self._slots[path] = torch.empty(t.shape, dtype=t.dtype)
-        if _plain_bytes(t):
-            # A memcpy: inside rt.save() it is queued, and a helper thread shares it while this
-            # thread pickles; save() returns once it is done. `t` is kept alive until then.
-            self._queued.append(t)
-            _C.copy_bytes_for_checkpoint(slot.data_ptr(), t.data_ptr(), t.numel() * t.element_size())
-        else:
-            slot.copy_(t)
+        # Inside rt.save() a large host copy is queued: a helper thread shares it while this
+        # thread pickles, and save() returns once it is done (the C++ side holds both memories).
+        _C.copy_for_checkpoint(slot._cdata, t._cdata)
         seen[key] = slot
         return slot
 
@@ -138,14 +129,14 @@ class Snapshot:
             shape.append((type(out), len(obj)))
             for k, v in obj.items():
                 shape.append(_leaf(k))
-                out[k] = self._tree(v, f"{path}/{k}", seen, shape)
+                out[k] = self._tree(v, path + (k,), seen, shape)
             if hasattr(obj, "_metadata"):  # a module's state_dict: versions for load_state_dict
                 out._metadata = obj._metadata
                 shape.append(repr(obj._metadata))  # torch's plain dicts of versions: exact
             return out
         if isinstance(obj, (list, tuple)) and type(obj) in (list, tuple):
             shape.append((type(obj), len(obj)))
-            return type(obj)(self._tree(v, f"{path}/{i}", seen, shape) for i, v in enumerate(obj))
+            return type(obj)(self._tree(v, path + (i,), seen, shape) for i, v in enumerate(obj))
         shape.append(_leaf(obj))
         return obj
 
@@ -157,11 +148,10 @@ class Snapshot:
             return self._last[1]
         zf = _Records({t.data_ptr() for t in self._slots.values()})
         _SAVE(copies, zf, pickle, torch.serialization.DEFAULT_PROTOCOL, **_SAVE_KW)
-        self._last = (shape, zf.records)
+        self._last = (shape, zf.records) if _OTHER not in shape else (None, None)
         return zf.records
 
     def capture(self):
-        self._queued = []  # the last capture's sources: its save() returned, so they are copied
         state = self._state_dict()
         try:
             if _SAVE is None:
@@ -170,7 +160,7 @@ class Snapshot:
                 return ("zip", _plain_records(state), state)
             shape = []
             with torch.no_grad():
-                copies = self._tree(state, "", {}, shape)
+                copies = self._tree(state, (), {}, shape)
             return ("zip", self._records(copies, shape), copies)
         except (TypeError, RuntimeError, AttributeError) as e:
             if not self._warned:

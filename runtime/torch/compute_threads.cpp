@@ -4,19 +4,27 @@
 
 #include <ATen/Parallel.h>
 
+#include <atomic>
+
 namespace hydro {
 namespace {
 
 // OpenBLAS, where torch's BLAS is it (Debian's libtorch: libblas.so.3 from openblas-pthread,
 // which loads libopenblas.so.0). Looked up, not linked: a torch built on MKL has none.
-// Looked up once (dlopen and dlclose cost a checkpoint about 150 µs): the handle stays open, so the
-// function stays where it is.
+// Looked up until found (dlopen and dlclose cost a checkpoint about 150 µs), then kept: the handle
+// stays open, so the function stays where it is.
 int openblas_threads() {
   using Getter = int (*)();
-  static const Getter getter = [] {
+  static std::atomic<Getter> found{nullptr};
+  Getter getter = found.load(std::memory_order_acquire);
+  if (!getter) {
     void* lib = ::dlopen("libopenblas.so.0", RTLD_LAZY | RTLD_NOLOAD);
-    return reinterpret_cast<Getter>(::dlsym(lib ? lib : RTLD_DEFAULT, "openblas_get_num_threads"));
-  }();
+    getter = reinterpret_cast<Getter>(::dlsym(lib ? lib : RTLD_DEFAULT, "openblas_get_num_threads"));
+    if (getter)
+      found.store(getter, std::memory_order_release);
+    else if (lib)
+      ::dlclose(lib);
+  }
   const int n = getter ? getter() : 0;
   return n > 0 ? n : 0;
 }

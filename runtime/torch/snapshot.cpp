@@ -12,17 +12,23 @@ namespace {
 
 // Chunks of this many bytes: the helper and the training thread share a large tensor's copy.
 constexpr size_t kCopyChunkBytes = 1 << 20;
+// Smaller copies run at once: queuing them costs more than they do.
+constexpr size_t kQueueAtLeastBytes = 64 << 10;
+// Above this many intra-op threads, torch's own copy_ (split over all of them) beats a memcpy
+// shared by two.
+constexpr int kShareUpToThreads = 2;
 
 thread_local TensorPool* t_capturing = nullptr;
 
-// The copies that are a memcpy: host to host, dense, one dtype and shape, no lazy conjugate or
-// negation bit.
-bool plain_bytes(const torch::Tensor& dst, const torch::Tensor& src) {
+// The copies worth queuing as a memcpy: host to host, dense, one dtype and shape, no lazy conjugate
+// or negation bit, not a zero tensor (no memory), large enough, with few intra-op threads.
+bool queueable(const torch::Tensor& dst, const torch::Tensor& src) {
   const auto dense = [](const torch::Tensor& t) {
     return t.device().is_cpu() && t.layout() == torch::kStrided && t.is_contiguous() && !t.is_quantized() &&
-           !t.is_conj() && !t.is_neg();
+           !t.is_conj() && !t.is_neg() && !t._is_zerotensor();
   };
-  return dense(src) && dense(dst) && src.scalar_type() == dst.scalar_type() && src.sizes() == dst.sizes();
+  return dense(src) && dense(dst) && src.scalar_type() == dst.scalar_type() && src.sizes() == dst.sizes() &&
+         static_cast<size_t>(src.nbytes()) >= kQueueAtLeastBytes && at::get_num_threads() <= kShareUpToThreads;
 }
 
 void copy_now(const torch::Tensor& dst, const torch::Tensor& src) {
@@ -42,17 +48,15 @@ torch::Tensor TensorPool::copy(const std::string& key, const torch::Tensor& t) {
 }
 
 void TensorPool::copy_into(const torch::Tensor& dst, const torch::Tensor& src) {
-  if (!plain_bytes(dst, src)) return copy_now(dst, src);
-  auto both = std::make_shared<std::pair<torch::Tensor, torch::Tensor>>(dst, src);  // alive until copied
-  copy_bytes(dst.data_ptr(), src.data_ptr(), static_cast<size_t>(src.numel()) * src.element_size(), both);
-}
-
-void TensorPool::copy_bytes(void* dst, const void* src, size_t n, std::shared_ptr<const void> keep) {
+  if (!queueable(dst, src)) return copy_now(dst, src);
+  // The memory, not the tensors: `p.data = ...` may give a tensor other memory before the copy runs.
+  auto memory = std::make_shared<std::pair<c10::Storage, c10::Storage>>(dst.storage(), src.storage());
+  char* to = static_cast<char*>(dst.data_ptr());
+  const char* from = static_cast<const char*>(src.data_ptr());
+  const size_t n = src.nbytes();
   for (size_t at = 0; at < n; at += kCopyChunkBytes) {
     const size_t len = std::min(kCopyChunkBytes, n - at);
-    share_.add([to = static_cast<char*>(dst) + at, from = static_cast<const char*>(src) + at, len, keep] {
-      std::memcpy(to, from, len);
-    });
+    share_.add([to = to + at, from = from + at, len, memory] { std::memcpy(to, from, len); });
   }
 }
 
@@ -74,9 +78,9 @@ void TensorPool::Capturing::finish() {
 
 TensorPool* TensorPool::capturing() { return t_capturing; }
 
-void copy_bytes_for_checkpoint(void* dst, const void* src, size_t n) {
-  if (TensorPool* pool = TensorPool::capturing()) return pool->copy_bytes(dst, src, n, nullptr);
-  if (n > 0) std::memcpy(dst, src, n);
+void copy_for_checkpoint(const torch::Tensor& dst, const torch::Tensor& src) {
+  if (TensorPool* pool = TensorPool::capturing()) return pool->copy_into(dst, src);
+  copy_now(dst, src);
 }
 
 size_t TensorPool::bytes() const {

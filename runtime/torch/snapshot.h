@@ -16,23 +16,25 @@
 
 namespace hydro {
 
-// Host copies, one per key, reused from one checkpoint to the next. A copy that is a memcpy (host to
-// host, dense) is queued, in chunks, to a work share: a helper thread copies while the training
-// thread goes on capturing (pickling, the next item), and finish() returns once every copy is done.
-// Any other copy (from a device, strided) runs at once.
+// Host copies, one per key, reused from one checkpoint to the next. A large copy that is a memcpy
+// (host to host, dense) is queued, in chunks, to a work share: a helper thread copies while the
+// training thread goes on capturing (pickling, the next item), and finish() returns once every copy
+// is done. The memory is read when the chunk is copied, within save(): what one tracked object's
+// state_dict() does to another's tensors during save() may show. Any other copy (from a device,
+// strided, small, or with more than two intra-op threads, where torch's copy_ uses them all) runs
+// at once.
 class TensorPool {
  public:
   // The pool's copy of `t` under `key`, allocated at the first use and reused.
   torch::Tensor copy(const std::string& key, const torch::Tensor& t);
-  // dst.copy_(src), queued like copy()'s where it is a memcpy (dst is a reused buffer).
+  // dst.copy_(src), queued like copy()'s (dst is a reused buffer; both memories are held until
+  // copied).
   void copy_into(const torch::Tensor& dst, const torch::Tensor& src);
-  // memcpy(dst, src, n), queued in chunks; `keep` (may be null) holds the memory until copied.
-  void copy_bytes(void* dst, const void* src, size_t n, std::shared_ptr<const void> keep);
   // Returns once every queued copy is done; rethrows a copy's error.
   void finish() { share_.finish(); }
   size_t bytes() const;
 
-  // While one lives, copy_bytes_for_checkpoint() on this thread queues to `pool`; it ends with every
+  // While one lives, copy_for_checkpoint() on this thread queues to `pool`; it ends with every
   // copy done (finish(), whose errors it drops if nobody called it first).
   class Capturing {
    public:

@@ -156,10 +156,10 @@ void atomic_save(const Value& value, const std::string& path) {
   atomic_save_archive(archive, path);
 }
 
-// memcpy(dst, src, n) into a snapshot's reused buffer. Inside an async save's capture on this thread
-// (the Python binding's snapshots) it is queued: a helper thread shares it, and save() returns once
-// it is done; the caller keeps both alive until then. Anywhere else it copies now.
-void copy_bytes_for_checkpoint(void* dst, const void* src, size_t n);
+// dst.copy_(src) into a snapshot's reused buffer. Inside an async save's capture on this thread (the
+// Python binding's snapshots) a large host copy is queued: a helper thread shares it, and save()
+// returns once it is done. Anywhere else it copies now.
+void copy_for_checkpoint(const torch::Tensor& dst, const torch::Tensor& src);
 
 // Pausing without a Runtime, for a program that was not changed (the Python hook that
 // --hydro-pause=on loads when torch is imported): installs the handlers of HYDRO_SIGNALS' pause and
