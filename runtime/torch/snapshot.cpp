@@ -20,12 +20,13 @@ constexpr int kShareUpToThreads = 2;
 
 thread_local TensorPool* t_capturing = nullptr;
 
-// The copies worth queuing as a memcpy: host to host, dense, one dtype and shape, no lazy conjugate
-// or negation bit, not a zero tensor (no memory), large enough, with few intra-op threads.
+// The copies worth queuing as a memcpy: host to host, dense, with memory of their own (not a zero
+// tensor or a storage-less wrapper), one dtype and shape, no lazy conjugate or negation bit, large
+// enough, with few intra-op threads.
 bool queueable(const torch::Tensor& dst, const torch::Tensor& src) {
   const auto dense = [](const torch::Tensor& t) {
-    return t.device().is_cpu() && t.layout() == torch::kStrided && t.is_contiguous() && !t.is_quantized() &&
-           !t.is_conj() && !t.is_neg() && !t._is_zerotensor();
+    return t.device().is_cpu() && t.layout() == torch::kStrided && t.has_storage() && t.is_contiguous() &&
+           !t.is_quantized() && !t.is_conj() && !t.is_neg() && !t._is_zerotensor();
   };
   return dense(src) && dense(dst) && src.scalar_type() == dst.scalar_type() && src.sizes() == dst.sizes() &&
          static_cast<size_t>(src.nbytes()) >= kQueueAtLeastBytes && at::get_num_threads() <= kShareUpToThreads;
