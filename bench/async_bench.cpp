@@ -8,7 +8,7 @@
 //           what training would wait for without hydro;
 // (bench/checkpoint_bench measures the synchronous save; one process holds one Runtime.)
 // Prints medians and the medians of the per-round stall/memcpy and stall/torch ratios.
-// Usage: hydro-bench-async [DIR] [MB...]
+// Usage: hydro-bench-async --help (the text is in main()).
 #include <torch/torch.h>
 #include <unistd.h>
 

@@ -11,7 +11,7 @@
 //   hydro   hydro::Runtime::save: serialize, checksum, fsync every file, manifest, rename, `latest`
 //           (the time training waits; removing old checkpoints runs in the background, untimed).
 // Every variant starts after sync(2). Prints medians and the medians of the per-round ratios.
-// Usage: hydro-bench-checkpoint [DIR] [MB...]   (HYDRO_BENCH_ROUNDS=1: every round's times on stderr)
+// Usage: hydro-bench-checkpoint --help (the text is in main()).
 #include <fcntl.h>
 #include <torch/torch.h>
 #include <unistd.h>

@@ -7,7 +7,7 @@
 // On one machine the bytes of all ranks share its disk and CPUs, so the large-state column grows
 // with N × state here; on a cluster each node writes its own ranks' bytes. The small-state column
 // is the coordination, which should grow far less than N.
-// Needs munged (scripts/slurm-local munge). Usage: hydro-bench-commit-scale [ROOT] [ROUNDS]
+// Needs munged (scripts/slurm-local munge). Usage: hydro-bench-commit-scale --help.
 #include <sys/wait.h>
 #include <unistd.h>
 

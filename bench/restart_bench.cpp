@@ -7,7 +7,7 @@
 // The time runs from just before the parent starts the child to the child's first step done
 // (steady_clock is CLOCK_MONOTONIC, the same in both processes). Prints medians and the median of
 // the per-round ratios. The files are read warm (page cache), as on a requeue to the same node.
-// Usage: hydro-bench-restart [DIR] [MB...]
+// Usage: hydro-bench-restart --help (the text is in main()).
 #include <spawn.h>
 #include <sys/wait.h>
 #include <torch/torch.h>

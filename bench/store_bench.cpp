@@ -5,7 +5,7 @@
 //   vote      one step-end vote as CheckpointGroup::vote does it for 2 ranks: an add, then a wait
 //             for the key the other rank set, median per vote
 // Prints the medians and the ratio hydro / c10d. Needs munged (scripts/slurm-local munge).
-// Usage: hydro-bench-store [VOTES]
+// Usage: hydro-bench-store --help (the text is in main()).
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <algorithm>
