@@ -1,7 +1,9 @@
 #include "snapshot.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 #include "hydro/runtime.h"
@@ -131,13 +133,24 @@ class Shadow : public torch::optim::Optimizer {
 
 torch::Tensor copy_if(TensorPool& pool, const std::string& key, const torch::Tensor& t) { return pool.copy(key, t); }
 
+// An optimizer's state key: libtorch 1.x keys it by the parameter's address as text, 2.x by the
+// address itself. Either names the parameter's copy slot.
+template <typename Key>
+std::string state_key(const Key& k) {
+  if constexpr (std::is_pointer_v<Key>) {
+    return std::to_string(reinterpret_cast<std::uintptr_t>(k));
+  } else {
+    return k;
+  }
+}
+
 template <typename State, typename Options>
 Captured capture_typed(const std::string& key, torch::optim::Optimizer& live,
                        const std::function<void(State&, const std::string&)>& deep) {
   auto shadow = std::make_shared<Shadow>(live);
   for (const auto& [k, s] : live.state()) {
     auto c = std::make_unique<State>(static_cast<const State&>(*s));
-    deep(*c, key + "/" + k);
+    deep(*c, key + "/" + state_key(k));
     shadow->state()[k] = std::move(c);
   }
   return {[shadow](torch::serialize::OutputArchive& a) { torch::optim::serialize<State, Options>(a, *shadow); },
