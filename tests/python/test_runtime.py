@@ -245,7 +245,10 @@ with hydro.Runtime() as rt:
 
 
 def torch_loads_openblas(python):
-    code = "import torch; torch.ones(8, 8) @ torch.ones(8, 8); print(any('openblas' in l for l in open('/proc/self/maps')))"
+    """Whether torch's BLAS is OpenBLAS (libopenblas.so.0), not counting numpy's own renamed copy
+    (libscipy_openblas64_*, which pip's numpy loads beside a torch on MKL)."""
+    code = ("import os, torch; torch.ones(8, 8) @ torch.ones(8, 8); "
+            "print(any(os.path.basename(l.split()[-1]).startswith('libopenblas') for l in open('/proc/self/maps')))")
     return subprocess.run([python, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "True"
 
 
