@@ -2,6 +2,7 @@
 // blocks every thread's next operator while a pause is pending.
 #include "operator_pause.h"
 
+#include <ATen/detail/CUDAHooksInterface.h>
 #include <ATen/record_function.h>
 #include <signal.h>
 #include <sys/syscall.h>
@@ -12,6 +13,7 @@
 #include <mutex>
 #include <optional>
 #include <stdexcept>
+#include <vector>
 
 #include "cuda_memory.h"
 #include "hydro/log.h"
@@ -24,13 +26,26 @@ namespace {
 
 long thread_id() { return ::syscall(SYS_gettid); }
 
-// Before a paused thread blocks, wait for the kernels it queued: then nothing is in flight on the
-// device when SIGSTOP or the cgroup freeze lands. Uses libtorch's own CUDA: every stream of the
-// thread's current device. Then, if asked, unused cached blocks go back to the driver, so that a
-// suspended job holds only the memory its live tensors need. With a CPU-only libtorch, as
-// Debian's, this is never called.
+// The devices this process has used: those with a primary context. A process that never used
+// one has nothing in flight there, and a synchronize would create a context on it (device memory
+// taken, and a first pause of hundreds of milliseconds: a CPU job on a pip CUDA torch).
+std::vector<int> devices_in_use() {
+  const auto& hooks = at::detail::getCUDAHooks();
+  std::vector<int> used;
+  const int n = static_cast<int>(torch::cuda::device_count());
+  for (int i = 0; i < n; ++i)
+    if (hooks.hasPrimaryContext(static_cast<c10::DeviceIndex>(i))) used.push_back(i);
+  return used;
+}
+
+// Before a paused thread blocks, wait for the kernels queued on every device this process uses:
+// then nothing is in flight when SIGSTOP or the cgroup freeze lands. Uses libtorch's own CUDA.
+// Then, if asked, unused cached blocks go back to the driver, so that a suspended job holds only
+// the memory its live tensors need. With a CPU-only libtorch, as Debian's, this is never called.
 std::string drain_device(bool release) {
-  torch::cuda::synchronize();
+  const std::vector<int> used = devices_in_use();
+  if (used.empty()) return ", CUDA unused by this process: nothing to drain";
+  for (int d : used) torch::cuda::synchronize(d);
   if (!release) return ", CUDA device drained";
   release_cuda_cache();
   return ", CUDA device drained, cached memory released";

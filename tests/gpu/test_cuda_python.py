@@ -5,9 +5,12 @@
 #    allocator's cached memory back, before it holds the thread;
 #  - a CUDA run saved (sync and async), disturbed, and resumed in a fresh model ends bit-for-bit
 #    where an uninterrupted run does, with dropout drawing from the CUDA generator;
-#  - hydro.atomic_save writes CUDA tensors that plain torch.load reads back onto the device.
+#  - hydro.atomic_save writes CUDA tensors that plain torch.load reads back onto the device;
+#  - a CPU job on this CUDA torch pauses, resumes and saves without creating a CUDA context.
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -156,3 +159,46 @@ def test_atomic_save_of_cuda_tensors_loads_back_onto_the_device(tmp_path):
     back = torch.load(str(path))
     assert back["step"] == 7 and back["w"].device == DEV
     assert torch.equal(back["w"], state["w"])
+
+
+CPU_JOB = """
+import os, signal, sys, threading, time
+import torch, hydro
+from hydro import _C
+
+def wait_for(what):
+    deadline = time.monotonic() + 60
+    while not what():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.001)
+
+m, stop = torch.nn.Linear(64, 64), threading.Event()
+def train():
+    while not stop.is_set():
+        m(torch.randn(8, 64)).sum().backward()
+
+with hydro.Runtime() as rt:
+    rt.track("model", m)
+    assert _C.drains_cuda_on_pause()  # a CUDA torch that sees a device
+    t = threading.Thread(target=train)
+    t.start()
+    for _ in range(3):
+        os.kill(os.getpid(), signal.SIGUSR1)
+        wait_for(lambda: _C.pause_state()["threads_waiting"] == 1)
+        os.kill(os.getpid(), signal.SIGUSR2)
+        wait_for(lambda: _C.pause_state()["threads_waiting"] == 0)
+    stop.set()
+    t.join()
+    rt.save(1)
+    rt.wait_idle()
+print([torch._C._cuda_hasPrimaryContext(i) for i in range(torch.cuda.device_count())])
+"""
+
+
+def test_a_cpu_job_on_a_cuda_torch_pauses_and_saves_without_creating_a_cuda_context(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HYDRO_", "SLURM_"))}
+    env["HYDRO_CKPT_DIR"] = str(tmp_path)
+    out = subprocess.run([sys.executable, "-c", CPU_JOB], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "nothing to drain" in out.stderr
+    assert "True" not in out.stdout, "a device got a context: " + out.stdout
