@@ -36,23 +36,25 @@ bool call_or_follow(const Options& o, const RunEnd& end, int done, RestartGroup*
 
 }  // namespace
 
-std::unique_ptr<RestartGroup> open_restart_group(const Options& o) {
+StepTasks open_step_tasks(const Options& o) {
+  StepTasks tasks;
   DistEnv env;
-  if (o.restarts == 0 || !DistEnv::from_env(&env).ok() || env.world_size == 1) return nullptr;
-  std::unique_ptr<RestartGroup> group;
-  Status st = RestartGroup::open(env, kGroupTimeout, &group);
+  if (!DistEnv::from_env(&env).ok()) return tasks;
+  tasks.world_size = env.world_size;
+  if (o.restarts == 0 || env.world_size == 1) return tasks;
+  Status st = RestartGroup::open(env, kGroupTimeout, &tasks.group);
   if (!st.ok()) {
     say("warning: --restarts: " + st.message() + "; a failure will requeue the job instead");
-    return nullptr;
+    tasks.group.reset();
+    return tasks;
   }
-  group->watch(1);
-  return group;
+  tasks.group->watch(1);
+  return tasks;
 }
 
-bool next_generation(const Options& o, const RunEnd& end, int done, RestartGroup* group) {
-  DistEnv env;
-  const int world_size = DistEnv::from_env(&env).ok() ? env.world_size : 1;
-  if (!call_or_follow(o, end, done, group, world_size)) return false;
+bool next_generation(const Options& o, const RunEnd& end, int done, const StepTasks& tasks) {
+  RestartGroup* group = tasks.group.get();
+  if (!call_or_follow(o, end, done, group, tasks.world_size)) return false;
   if (!group) return true;
   Status st = group->arrive(done + 1, kGroupTimeout);
   if (!st.ok()) {

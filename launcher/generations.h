@@ -19,13 +19,18 @@ struct RunEnd {
   int64_t resumed_step = -1;
 };
 
-// With --restarts and several tasks: the step's restart group; null (with the reason logged)
-// when there is none to open, and then a failure is requeued as before.
-std::unique_ptr<RestartGroup> open_restart_group(const Options& o);
+// The step's tasks, read from the environment once: how many, and, with --restarts and several
+// tasks, their restart group (null, with the reason logged, when there is none to open: then a
+// failure is requeued as before).
+struct StepTasks {
+  int world_size = 1;
+  std::unique_ptr<RestartGroup> group;
+};
+StepTasks open_step_tasks(const Options& o);
 
 // After generation `done` ended: true to start generation done + 1. With a group, follows a call
 // another task made, or calls it for this task's failure, then waits for every task's program to
 // have ended.
-bool next_generation(const Options& o, const RunEnd& end, int done, RestartGroup* group);
+bool next_generation(const Options& o, const RunEnd& end, int done, const StepTasks& tasks);
 
 }  // namespace hydro::launcher

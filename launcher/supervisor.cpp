@@ -348,13 +348,13 @@ void Supervisor::close_fds() {
 // 1, 2, ...), with every task of the step when it has several. 0 once it has ended for good, else
 // hydro-launch's exit code.
 int run_generations(const Options& o, Supervisor& supervisor) {
-  std::unique_ptr<RestartGroup> group = open_restart_group(o);
-  supervisor.set_group(group.get());
+  const StepTasks tasks = open_step_tasks(o);
+  supervisor.set_group(tasks.group.get());
   if (int rc = supervisor.start()) return rc;
   for (int done = 0;; ++done) {
     supervisor.run_until_exit();
     RunEnd end{supervisor.wait_status(), supervisor.terminating(), supervisor.hang(), supervisor.resumed_step()};
-    if (!next_generation(o, end, done, group.get())) return 0;
+    if (!next_generation(o, end, done, tasks)) return 0;
     if (int rc = supervisor.restart(done + 1)) return rc;
   }
 }
