@@ -1,5 +1,7 @@
 #include "generations.h"
 
+#include <sys/wait.h>
+
 #include "hydro/log.h"
 #include "resume.h"
 
@@ -34,6 +36,30 @@ bool call_or_follow(const Options& o, const RunEnd& end, int done, RestartGroup*
   return true;
 }
 
+// This task's program ended well: stays in the group until every task's has, so that a peer whose
+// program fails at the end (a crash in teardown, say) can still restart them all together. true
+// when a peer called the next generation meanwhile.
+bool called_while_ending(const RunEnd& end, int done, RestartGroup* group) {
+  if (!group || end.terminating || !end.hang.empty() || !WIFEXITED(end.wait_status) ||
+      WEXITSTATUS(end.wait_status) != 0)
+    return false;
+  const int next = done + 1;
+  std::string call;
+  switch (group->finish(next, kGroupTimeout, &call)) {
+    case RestartGroup::Finish::called:
+      say("generation " + std::to_string(next) + " was called after this task's program ended well (" + call +
+          "): starting it again with every task's");
+      return true;
+    case RestartGroup::Finish::timed_out:
+      say("warning: not every task's program had ended within " + std::to_string(kGroupTimeout.count()) +
+          " s of this one's; a failure of theirs now requeues the job");
+      return false;
+    case RestartGroup::Finish::all_ended:
+    case RestartGroup::Finish::store_gone: return false;
+  }
+  return false;
+}
+
 }  // namespace
 
 StepTasks open_step_tasks(const Options& o) {
@@ -54,7 +80,7 @@ StepTasks open_step_tasks(const Options& o) {
 
 bool next_generation(const Options& o, const RunEnd& end, int done, const StepTasks& tasks) {
   RestartGroup* group = tasks.group.get();
-  if (!call_or_follow(o, end, done, group, tasks.world_size)) return false;
+  if (!call_or_follow(o, end, done, group, tasks.world_size) && !called_while_ending(end, done, group)) return false;
   if (!group) return true;
   Status st = group->arrive(done + 1, kGroupTimeout);
   if (!st.ok()) {

@@ -30,7 +30,8 @@ StepTasks open_step_tasks(const Options& o);
 
 // After generation `done` ended: true to start generation done + 1. With a group, follows a call
 // another task made, or calls it for this task's failure, then waits for every task's program to
-// have ended.
+// have ended. A task whose program ended well stays in the group until every task's has (at most
+// 120 s), and follows a call made meanwhile.
 bool next_generation(const Options& o, const RunEnd& end, int done, const StepTasks& tasks);
 
 }  // namespace hydro::launcher

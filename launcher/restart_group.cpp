@@ -123,6 +123,23 @@ Status RestartGroup::arrive(int generation, std::chrono::milliseconds timeout) {
   return st;
 }
 
+RestartGroup::Finish RestartGroup::finish(int generation, std::chrono::milliseconds timeout, std::string* reason) {
+  RankStore* c = nullptr;
+  int64_t ended = 0;
+  if (!client(&c).ok() || !c->add(key("ended-well", generation), 1, &ended).ok()) return Finish::store_gone;
+  if (ended == env_.world_size)
+    return c->set(key("all-ended-well", generation), "1").ok() ? Finish::all_ended : Finish::store_gone;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::string ignored;
+  do {
+    Status st = c->get(key("all-ended-well", generation), kWatchSlice, &ignored);
+    if (st.ok()) return Finish::all_ended;
+    if (st.code() != Code::not_found) return Finish::store_gone;
+    if (called(generation, reason)) return Finish::called;
+  } while (std::chrono::steady_clock::now() < deadline);
+  return Finish::timed_out;
+}
+
 // Connects both clients (retrying in slices, so that a stop is seen), then waits for each watched
 // generation's call and signals fd().
 void RestartGroup::watch_calls() {

@@ -48,6 +48,12 @@ class RestartGroup {
   Status call(int generation, const std::string& reason, std::string* standing);
   // This task's program of the generation before has ended: waits until every task's has.
   Status arrive(int generation, std::chrono::milliseconds timeout);
+  // This task's program of the generation before `generation` ended well: waits until every
+  // task's has (all_ended), or until a task calls `generation` because its program failed after
+  // all (called; *reason: the call's), within `timeout` (timed_out). store_gone: task 0's
+  // hydro-launch has ended, which it does once every task's program has.
+  enum class Finish { all_ended, called, timed_out, store_gone };
+  Finish finish(int generation, std::chrono::milliseconds timeout, std::string* reason);
 
  private:
   RestartGroup(const DistEnv& env, std::chrono::milliseconds timeout);
