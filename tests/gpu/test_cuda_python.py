@@ -21,6 +21,9 @@ import torch
 import hydro
 from hydro import _C
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from conftest import env, hydro_env  # noqa: E402,F401 (env: the binding's tests' fixture)
+
 DEV = torch.device("cuda", 0)
 
 
@@ -29,14 +32,6 @@ def wait_for(what, timeout=60):
     while not what():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.001)
-
-
-@pytest.fixture
-def env(monkeypatch):
-    for k in list(os.environ):
-        if k.startswith(("HYDRO_", "SLURM_")) or k in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
-            monkeypatch.delenv(k)
-    return monkeypatch
 
 
 def test_the_device_is_there():
@@ -196,9 +191,8 @@ print([torch._C._cuda_hasPrimaryContext(i) for i in range(torch.cuda.device_coun
 
 
 def test_a_cpu_job_on_a_cuda_torch_pauses_and_saves_without_creating_a_cuda_context(tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HYDRO_", "SLURM_"))}
-    env["HYDRO_CKPT_DIR"] = str(tmp_path)
-    out = subprocess.run([sys.executable, "-c", CPU_JOB], env=env, capture_output=True, text=True, timeout=300)
+    out = subprocess.run([sys.executable, "-c", CPU_JOB], env=hydro_env({"HYDRO_CKPT_DIR": str(tmp_path)}),
+                         capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "nothing to drain" in out.stderr
     assert "True" not in out.stdout, "a device got a context: " + out.stdout
