@@ -21,21 +21,23 @@
 #include "hydro/log.h"
 #include "hydro/pause_gate.h"
 #include "hydro/runtime.h"
-#include "hydro/sampler.h"
-#include "hydro/sampler_order.h"
-#include "hydro/sharded_dataset.h"
 #include "hydro/version.h"
-#include "hydro/watchdog_client.h"
 
 namespace py = pybind11;
 
 namespace hydro {
-namespace {
 
-[[noreturn]] void raise_os_error(const Status& s) {
+void raise_os_error(const Status& s) {
   PyErr_SetString(PyExc_OSError, ("hydro: " + s.to_string()).c_str());
   throw py::error_already_set();
 }
+
+void check(const Status& s) {
+  if (s.code() == Code::invalid_argument) throw py::value_error("hydro: " + s.to_string());
+  if (!s.ok()) raise_os_error(s);
+}
+
+namespace {
 
 // "ValueError: what it said", without the traceback pybind11 appends.
 std::string error_text(const py::error_already_set& e) {
@@ -203,57 +205,6 @@ void bind_runtime(py::module_& m) {
       .def_property_readonly("settings", [](const Runtime& rt) { return settings_dict(rt.settings()); });
 }
 
-py::dict position_dict(const SamplerPosition& p) {
-  py::dict d;
-  d["epoch"] = p.epoch;
-  d["consumed"] = p.consumed;
-  d["seed"] = p.seed;
-  d["size"] = p.size;
-  d["num_replicas"] = p.num_replicas;
-  d["shuffle"] = p.shuffle;
-  d["drop_last"] = p.drop_last;
-  return d;
-}
-
-SamplerPosition position_of(const py::dict& d) {
-  auto get = [&](const char* key) {
-    if (!d.contains(key))
-      throw py::key_error(std::string("hydro: sampler state has no '") + key + "': was it saved by another sampler?");
-    return d[key];
-  };
-  return {get("epoch").cast<int64_t>(), get("consumed").cast<int64_t>(),     get("seed").cast<uint64_t>(),
-          get("size").cast<int64_t>(),  get("num_replicas").cast<int64_t>(), get("shuffle").cast<bool>(),
-          get("drop_last").cast<bool>()};
-}
-
-void bind_sampler(py::module_& m) {
-  using S = InterruptibleDistributedSampler;
-  py::class_<S>(m, "SamplerOrder")
-      .def(py::init<size_t, int64_t, int64_t, uint64_t, bool, bool>(), py::arg("size"), py::arg("num_replicas"),
-           py::arg("rank"), py::arg("seed"), py::arg("shuffle"), py::arg("drop_last"))
-      .def("reset", [](S& s) { s.reset(); })
-      .def(
-          "next",
-          [](S& s, size_t n) -> py::object {
-            auto batch = s.next(n);
-            if (!batch) return py::none();
-            return py::cast(*batch);
-          },
-          py::arg("n"))
-      .def("advance", &S::advance, py::arg("n"))
-      .def("set_epoch", &S::set_epoch, py::arg("epoch"))
-      .def("next_epoch", &S::next_epoch)
-      .def("set_auto_advance", &S::set_auto_advance, py::arg("on"))
-      .def_property_readonly("epoch", &S::epoch)
-      .def_property_readonly("consumed", &S::consumed)
-      .def_property_readonly("remaining", &S::remaining)
-      .def("epoch_indices", &S::epoch_indices)
-      .def("position", [](const S& s) { return position_dict(s.position()); })
-      .def(
-          "restore", [](S& s, const py::dict& d) { s.restore(position_of(d)); }, py::arg("state"));
-  m.def("sampler_num_samples", &sampler_num_samples, py::arg("n"), py::arg("world"), py::arg("drop_last"));
-}
-
 // SIGTERM in a DataLoader worker of a hydro job: from the parent (the loader shutting its worker
 // down) it ends the worker, as torch's own handler does; from anyone else (Slurm signals every
 // process of the step) it is left to the training process, which checkpoints and then ends its
@@ -272,30 +223,6 @@ void leave_sigterm_to_parent(pid_t training_pid) {
   sa.sa_flags = SA_SIGINFO | SA_RESTART;
   sigemptyset(&sa.sa_mask);
   if (::sigaction(SIGTERM, &sa, nullptr) != 0) raise_os_error(Status::from_errno(errno, "sigaction SIGTERM"));
-}
-
-void check(const Status& s) {
-  if (s.code() == Code::invalid_argument) throw py::value_error("hydro: " + s.to_string());
-  if (!s.ok()) raise_os_error(s);
-}
-
-void bind_watchdog(py::module_& m) {
-  py::class_<WatchdogClient>(m, "WatchdogClient")
-      .def(py::init<>())
-      .def(py::init<std::string, int>(), py::arg("fifo"), py::arg("signal") = SIGKILL)
-      .def_property_readonly("enabled", &WatchdogClient::enabled)
-      .def_property_readonly("path", &WatchdogClient::path)
-      .def(
-          "arm", [](WatchdogClient& c, const std::string& scope, double s) { check(c.arm(scope, s)); },
-          py::arg("scope"), py::arg("seconds"))
-      .def(
-          "disarm", [](WatchdogClient& c, const std::string& scope) { check(c.disarm(scope)); }, py::arg("scope"));
-  m.def(
-      "sharded_files",
-      [](const std::string& folder, int64_t world, int64_t rank, double pct) {
-        return ShardedFileDataset(folder, ShardSpec{world, rank, pct}).files();
-      },
-      py::arg("folder"), py::arg("world"), py::arg("rank"), py::arg("samples_pct_per_replica"));
 }
 
 // A reference to the tensor whose TensorImpl is at `cdata` (a Python tensor's `_cdata`).
@@ -382,9 +309,8 @@ PYBIND11_MODULE(_C, m) {
       .def("flush", [](hydro::Sink&) {})
       .def("writable", [](hydro::Sink&) { return true; });
   hydro::bind_runtime(m);
-  hydro::bind_sampler(m);
+  hydro::bind_data(m);
   hydro::bind_functions(m);
   hydro::bind_checkpoint_io(m);
-  hydro::bind_watchdog(m);
   hydro::bind_job(m);
 }

@@ -3,7 +3,17 @@
 
 #include <pybind11/pybind11.h>
 
+#include "hydro/status.h"
+
 namespace hydro {
+
+// A failed Status as Python's OSError (the message names the file); throws.
+[[noreturn]] void raise_os_error(const Status& s);
+// Nothing for an ok Status; else ValueError for bad input, OSError for the rest.
+void check(const Status& s);
+
+// hydro._C.SamplerOrder, sampler_num_samples, WatchdogClient, sharded_files (data.cpp).
+void bind_data(pybind11::module_& m);
 
 // hydro._C.Job, JobContext, JobRunner, MetricsTracker (job.cpp).
 void bind_job(pybind11::module_& m);
