@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # before cuBLAS starts: deterministic
 import pytest
@@ -22,16 +21,9 @@ import hydro
 from hydro import _C
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-from conftest import env, hydro_env  # noqa: E402,F401 (env: the binding's tests' fixture)
+from conftest import env, hydro_env, wait_for  # noqa: E402,F401 (env: the binding's tests' fixture)
 
 DEV = torch.device("cuda", 0)
-
-
-def wait_for(what, timeout=60):
-    deadline = time.monotonic() + timeout
-    while not what():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.001)
 
 
 def test_the_device_is_there():

@@ -3,10 +3,19 @@
 # fails the import, so the test fails; nothing here skips.
 import os
 import sys
+import time
 
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def wait_for(what, timeout=60, poll=0.001):
+    """Until what() is true; fails the test after `timeout` seconds (a hang, never a slow machine)."""
+    deadline = time.monotonic() + timeout
+    while not what():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(poll)
 
 
 def hydro_env(extra=None):

@@ -8,6 +8,7 @@ import subprocess
 import threading
 import time
 
+import conftest
 from conftest import HERE, hydro_env
 
 
@@ -50,11 +51,8 @@ class Lines:
         self.done = True
 
 
-def wait_for(what, timeout=120):
-    deadline = time.monotonic() + timeout
-    while not what():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
+def wait_for(what):
+    conftest.wait_for(what, timeout=120, poll=0.01)  # a child's start under a loaded machine
 
 
 def settled(lines):

@@ -12,14 +12,8 @@ import time
 import torch
 
 import hydro
+from conftest import wait_for
 from hydro import _C
-
-
-def wait_for(what, timeout=60):
-    deadline = time.monotonic() + timeout
-    while not what():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.001)
 
 
 def pause():
