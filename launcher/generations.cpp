@@ -71,8 +71,7 @@ StepTasks open_step_tasks(const Options& o) {
   Status st = RestartGroup::open(env, kGroupTimeout, &tasks.group);
   if (!st.ok()) {
     say("warning: --restarts: " + st.message() + "; a failure will requeue the job instead");
-    tasks.group.reset();
-    return tasks;
+    return tasks;  // open() leaves the group null when it fails
   }
   tasks.group->watch(1);
   return tasks;
