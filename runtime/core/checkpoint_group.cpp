@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "group_message.h"
@@ -29,11 +30,39 @@ class Link {
   // The raw value of `k`, once some rank sets it; `what` says what did not happen otherwise.
   Status wait(const std::string& k, const std::string& what, std::string* value) {
     Status s = store_.get(key(k), timeout_, value);
-    if (s.code() == Code::not_found)
-      return Status::io(what + " within " + std::to_string(timeout_.count() / 1000) +
-                        " s (HYDRO_STORE_TIMEOUT): a rank died, hung or is paused too long");
+    if (s.code() == Code::not_found) return expired(what);
     if (!s.ok()) return Status::io(what + ": " + s.message());
     return Status::OK();
+  }
+
+  // What every rank but `self` published under `k`<rank>, asked for in one request: (*texts)[r],
+  // nullopt for `self` and for any rank that had not published when the store timeout passed;
+  // the first of those in *missing (-1: none). `what` says what did not happen on another failure.
+  Status gather(const std::string& k, int world, int self, const std::string& what,
+                std::vector<std::optional<std::string>>* texts, int* missing) {
+    std::vector<int> peers;
+    std::vector<std::string> keys;
+    for (int r = 0; r < world; ++r)
+      if (r != self) {
+        peers.push_back(r);
+        keys.push_back(key(k + std::to_string(r)));
+      }
+    std::vector<std::optional<std::string>> got;
+    Status s = store_.get_all(keys, timeout_, &got);
+    if (!s.ok() && s.code() != Code::not_found) return Status::io(what + ": " + s.message());
+    texts->assign(static_cast<size_t>(world), std::nullopt);
+    *missing = -1;
+    for (size_t i = 0; i < peers.size(); ++i) {
+      if (!got[i] && *missing < 0) *missing = peers[i];
+      (*texts)[static_cast<size_t>(peers[i])] = std::move(got[i]);
+    }
+    return Status::OK();
+  }
+
+  // What did not happen within the store timeout.
+  Status expired(const std::string& what) const {
+    return Status::io(what + " within " + std::to_string(timeout_.count() / 1000) +
+                      " s (HYDRO_STORE_TIMEOUT): a rank died, hung or is paused too long");
   }
 
   // Tells the other ranks `s` and, when it is ok, `body`. Best effort: a rank that cannot publish
@@ -48,6 +77,11 @@ class Link {
                  const std::string& missing = "did not report") {
     std::string text;
     HYDRO_RETURN_IF_ERROR(wait(k, what + from + " " + missing, &text));
+    return read(text, what, from, body);
+  }
+
+  // A message `from` sent, as receive() reads it.
+  static Status read(const std::string& text, const std::string& what, const std::string& from, nlohmann::json* body) {
     Status peer;
     if (!decode_message(text, &peer, body)) return Status::corruption(what + from + " sent a malformed message");
     if (peer.ok() || peer.code() == Code::durability_uncertain) return peer;
@@ -62,53 +96,9 @@ class Link {
   std::chrono::milliseconds timeout_;
 };
 
-nlohmann::json files_json(int committer, const std::string& host, const std::vector<ManifestFile>& files) {
-  nlohmann::json j;
-  j["committer"] = committer;
-  j["host"] = host;
-  j["files"] = nlohmann::json::array();
-  for (const auto& f : files) j["files"].push_back({f.name, f.size, f.xxh64});
-  return j;
-}
-
-bool parse_files(const nlohmann::json& j, int* committer, std::string* host, std::vector<ManifestFile>* files) {
-  try {
-    *committer = j.at("committer").get<int>();
-    *host = j.at("host").get<std::string>();
-    for (const auto& f : j.at("files"))
-      files->push_back({f.at(0).get<std::string>(), f.at(1).get<uint64_t>(), f.at(2).get<uint64_t>()});
-  } catch (const nlohmann::json::exception&) {
-    return false;
-  }
-  return true;
-}
-
 // A peer's file list names only files of its own shard: "rank-R/<name>", nothing that leads out.
 bool inside_shard(const std::string& name, int rank) {
   return Manifest::valid_file_name(name) && Manifest::in_shard(name, rank);
-}
-
-nlohmann::json offer_json(const ResumeOffer& o, const std::string& host) {
-  return {{"steps", o.loadable}, {"host", host}, {"newest_seen", o.newest_seen}, {"newest_hosts", o.newest_hosts}};
-}
-
-bool parse_offer(const nlohmann::json& j, ResumeOffer* o, std::string* host) {
-  try {
-    o->loadable = j.at("steps").get<std::set<int64_t>>();
-    *host = j.at("host").get<std::string>();
-    o->newest_seen = j.at("newest_seen").get<int64_t>();
-    o->newest_hosts = j.at("newest_hosts").get<std::vector<std::string>>();
-  } catch (const nlohmann::json::exception&) {
-    return false;
-  }
-  return true;
-}
-
-// A number a peer published, or Code::corruption naming it.
-Status body_int(const nlohmann::json& body, const std::string& from, int64_t* out) {
-  if (!body.is_number_integer()) return Status::corruption(from + " sent no number");
-  *out = body.get<int64_t>();
-  return Status::OK();
 }
 
 // One collective save, as one rank runs it (see checkpoint_group.h for the steps).
@@ -212,8 +202,7 @@ class GroupSave {
 
   // The committer: every shard of every rank durable, then one manifest and the rename.
   Status commit(Status s, bool keep, int64_t epoch, CheckpointInfo* out) {
-    for (int r = 0; r < world_ && s.ok(); ++r)
-      if (r != rank_) s = take_shard(r);
+    if (s.ok()) s = take_shards();
     CheckpointInfo info;
     if (s.ok()) {
       writer_->add_files({}, true);
@@ -228,11 +217,23 @@ class GroupSave {
     return s;
   }
 
-  // Rank r's shard, once durable; its files go into the manifest when this rank commits them.
-  Status take_shard(int r) {
-    nlohmann::json body;
+  // Every other rank's shard, once durable, asked for in one request (not one per rank). A rank
+  // that reported a failure is named before one that never reported.
+  Status take_shards() {
+    std::vector<std::optional<std::string>> texts;
+    int missing = -1;
     HYDRO_RETURN_IF_ERROR(
-        link_.receive("durable/" + std::to_string(r), what_, rank_name(r), &body, "did not report its shard durable"));
+        link_.gather("durable/", world_, rank_, what_ + "the ranks' shard reports", &texts, &missing));
+    for (int r = 0; r < world_; ++r)
+      if (texts[static_cast<size_t>(r)]) HYDRO_RETURN_IF_ERROR(take_shard(r, *texts[static_cast<size_t>(r)]));
+    if (missing >= 0) return link_.expired(what_ + rank_name(missing) + " did not report its shard durable");
+    return Status::OK();
+  }
+
+  // Rank r's shard report; its files go into the manifest when this rank commits them.
+  Status take_shard(int r, const std::string& text) {
+    nlohmann::json body;
+    HYDRO_RETURN_IF_ERROR(Link::read(text, what_, rank_name(r), &body));
     int c = 0;
     std::vector<ManifestFile> files;
     if (!parse_files(body, &c, &hosts_[static_cast<size_t>(r)], &files))
@@ -341,6 +342,10 @@ Status CheckpointGroup::agree_on_resume(const std::set<int64_t>& loadable, int64
 Status CheckpointGroup::agree_on_resume(const ResumeOffer& mine, ResumeAgreement* out) {
   Link link(store_, ++round_, timeout_);
   link.publish("loadable/" + std::to_string(rank_), Status::OK(), offer_json(mine, host_));
+  std::vector<std::optional<std::string>> texts;
+  int missing = -1;
+  HYDRO_RETURN_IF_ERROR(link.gather("loadable/", world_, rank_, "resume", &texts, &missing));
+  if (missing >= 0) return link.expired("resume: " + rank_name(missing) + " did not report");
   std::vector<ResumeOffer> offers(static_cast<size_t>(world_));
   ResumeAgreement a;
   a.hosts.assign(static_cast<size_t>(world_), "");
@@ -352,7 +357,7 @@ Status CheckpointGroup::agree_on_resume(const ResumeOffer& mine, ResumeAgreement
       continue;
     }
     nlohmann::json body;
-    HYDRO_RETURN_IF_ERROR(link.receive("loadable/" + std::to_string(r), "resume: ", rank_name(r), &body));
+    HYDRO_RETURN_IF_ERROR(Link::read(*texts[static_cast<size_t>(r)], "resume: ", rank_name(r), &body));
     if (!parse_offer(body, &offer, &a.hosts[static_cast<size_t>(r)]))
       return Status::corruption("resume: " + rank_name(r) + " sent a malformed list of steps");
   }

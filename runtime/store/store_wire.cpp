@@ -95,7 +95,33 @@ bool parse_request(const std::string& frame, Op* op, std::string* key, std::stri
   if (n > frame.size() - 5) return false;
   key->assign(frame, 5, n);
   arg->assign(frame, 5 + n, std::string::npos);
-  return *op == kSet || *op == kGet || *op == kAdd || *op == kDelete;
+  return *op == kSet || *op == kGet || *op == kAdd || *op == kDelete || *op == kGetAll;
+}
+
+std::string encode_list(const std::vector<std::string>& items) {
+  std::string s;
+  put_u32(&s, static_cast<uint32_t>(items.size()));
+  for (const auto& item : items) {
+    put_u32(&s, static_cast<uint32_t>(item.size()));
+    s += item;
+  }
+  return s;
+}
+
+bool decode_list(const std::string& s, std::vector<std::string>* items) {
+  if (s.size() < 4) return false;
+  uint32_t n = get_u32(s.data());
+  size_t at = 4;
+  items->clear();
+  for (uint32_t i = 0; i < n; ++i) {
+    if (s.size() - at < 4) return false;
+    uint32_t len = get_u32(s.data() + at);
+    at += 4;
+    if (len > s.size() - at) return false;
+    items->emplace_back(s, at, len);
+    at += len;
+  }
+  return at == s.size();
 }
 
 std::string encode_i64(int64_t v) {

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "hydro/status.h"
 
@@ -17,7 +18,8 @@ constexpr size_t kMaxFrame = 64u << 20;      // a request or a value
 constexpr size_t kMaxHandshake = 64u << 10;  // a frame before the peer is authenticated
 
 // Requests: op byte, u32 key length, key, argument. Replies: status byte, body.
-enum Op : char { kSet = 'S', kGet = 'G', kAdd = 'A', kDelete = 'D' };
+// kGetAll's key is a list of keys (encode_list), and its reply a list of '+value' or '-' (missing).
+enum Op : char { kSet = 'S', kGet = 'G', kAdd = 'A', kDelete = 'D', kGetAll = 'W' };
 enum Reply : char { kOk = 'K', kTimeout = 'T', kError = 'E' };
 
 Status send_frame(int fd, const std::string& payload, Clock::time_point deadline);
@@ -29,6 +31,9 @@ std::string request(Op op, const std::string& key, const std::string& arg);
 bool parse_request(const std::string& frame, Op* op, std::string* key, std::string* arg);
 
 std::string encode_i64(int64_t v);
+// A u32 count, then each item as a u32 length and its bytes.
+std::string encode_list(const std::vector<std::string>& items);
+bool decode_list(const std::string& s, std::vector<std::string>* items);
 bool decode_i64(const std::string& s, int64_t* v);
 
 // 32 random bytes from the kernel, as hex.

@@ -39,6 +39,29 @@ class TcpStoreClient : public RankStore {
     if (timed_out) return Status::not_found("timeout waiting for " + key);
     return Status::OK();
   }
+  Status get_all(const std::vector<std::string>& keys, std::chrono::milliseconds timeout,
+                 std::vector<std::optional<std::string>>* values) override {
+    std::string body;
+    HYDRO_RETURN_IF_ERROR(
+        call(store::request(store::kGetAll, store::encode_list(keys), store::encode_i64(timeout.count())),
+             Clock::now() + timeout + kReplyMargin, &body, nullptr));
+    std::vector<std::string> found;
+    if (!store::decode_list(body, &found) || found.size() != keys.size())
+      return Status::io("the ranks' store at " + where_ + ": a malformed reply to a wait for " +
+                        std::to_string(keys.size()) + " keys");
+    values->assign(keys.size(), std::nullopt);
+    Status first_missing;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (found[i] == "-") {
+        if (first_missing.ok()) first_missing = Status::not_found("timeout waiting for " + keys[i]);
+      } else if (!found[i].empty() && found[i][0] == '+') {
+        (*values)[i] = found[i].substr(1);
+      } else {
+        return Status::io("the ranks' store at " + where_ + ": a malformed value for " + keys[i]);
+      }
+    }
+    return first_missing;
+  }
   Status add(const std::string& key, int64_t delta, int64_t* value) override {
     std::string body;
     HYDRO_RETURN_IF_ERROR(

@@ -1,5 +1,7 @@
 // The store's server: an accepting thread, and one thread per connection that first runs the
-// handshake, then answers requests in order. A get waits on the shared map for its key.
+// handshake, then answers requests in order. A get waits on the shared map for its key, woken only
+// when that key is set: a commit of N ranks parks about N gets at once, and waking every one of
+// them on each of the N sets would cost N² wakeups.
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -11,6 +13,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "hydro/log.h"
 #include "hydro/tcp_store.h"
@@ -25,11 +28,16 @@ struct TcpStoreServer::State {
   int listen_fd = -1;
   int port = 0;
   std::string scope;
+  struct Waiters {
+    std::condition_variable set;  // the key was set, or stopping
+    int count = 0;
+  };
   std::mutex mu;
-  std::condition_variable changed;  // a key was set, or stopping
+  std::condition_variable changed;  // a connection thread ended
   std::map<std::string, std::string> data;
-  std::set<int> fds;  // open connections
-  int threads = 0;    // connection threads still running
+  std::map<std::string, Waiters> waiting;  // the keys gets wait for
+  std::set<int> fds;                       // open connections
+  int threads = 0;                         // connection threads still running
   bool stopping = false;
   std::thread acceptor;
 };
@@ -42,15 +50,54 @@ constexpr int64_t kMaxWaitMs = int64_t{7} * 24 * 3600 * 1000;
 
 using State = TcpStoreServer::State;
 
-std::string get(State& st, const std::string& key, const std::string& arg) {
+// Under st.mu: `key` now has a value; the gets waiting for it go on.
+void wake(State& st, const std::string& key) {
+  auto it = st.waiting.find(key);
+  if (it != st.waiting.end()) it->second.set.notify_all();
+}
+
+// A request's wait: its timeout argument, from now, within kMaxWaitMs.
+bool deadline_of(const std::string& arg, Clock::time_point* deadline) {
   int64_t ms = 0;
-  if (!store::decode_i64(arg, &ms) || ms < 0) return std::string(1, store::kError) + "bad timeout";
-  auto deadline = Clock::now() + std::chrono::milliseconds(std::min(ms, kMaxWaitMs));
+  if (!store::decode_i64(arg, &ms) || ms < 0) return false;
+  *deadline = Clock::now() + std::chrono::milliseconds(std::min(ms, kMaxWaitMs));
+  return true;
+}
+
+// Under `lock` on st.mu: until `key` is set, the deadline passes or the server stops.
+void wait_for_key(State& st, std::unique_lock<std::mutex>& lock, const std::string& key, Clock::time_point deadline) {
+  auto ready = [&] { return st.stopping || st.data.count(key) > 0; };
+  if (ready()) return;
+  State::Waiters& w = st.waiting[key];  // a map's nodes stay put while others come and go
+  ++w.count;
+  w.set.wait_until(lock, deadline, ready);
+  if (--w.count == 0) st.waiting.erase(key);
+}
+
+std::string get(State& st, const std::string& key, const std::string& arg) {
+  Clock::time_point deadline;
+  if (!deadline_of(arg, &deadline)) return std::string(1, store::kError) + "bad timeout";
   std::unique_lock<std::mutex> lock(st.mu);
-  st.changed.wait_until(lock, deadline, [&] { return st.stopping || st.data.count(key) > 0; });
+  wait_for_key(st, lock, key, deadline);
   auto it = st.data.find(key);
   if (it == st.data.end()) return std::string(1, store::kTimeout);
   return std::string(1, store::kOk) + it->second;
+}
+
+// Every key of the list once all are set, or what is set at the deadline: '+value' or '-' each.
+std::string get_all(State& st, const std::string& list, const std::string& arg) {
+  Clock::time_point deadline;
+  std::vector<std::string> keys;
+  if (!deadline_of(arg, &deadline)) return std::string(1, store::kError) + "bad timeout";
+  if (!store::decode_list(list, &keys)) return std::string(1, store::kError) + "bad key list";
+  std::unique_lock<std::mutex> lock(st.mu);
+  for (const auto& key : keys) wait_for_key(st, lock, key, deadline);
+  std::vector<std::string> found;
+  for (const auto& key : keys) {
+    auto it = st.data.find(key);
+    found.push_back(it == st.data.end() ? "-" : "+" + it->second);
+  }
+  return std::string(1, store::kOk) + store::encode_list(found);
 }
 
 std::string add(State& st, const std::string& key, const std::string& arg) {
@@ -68,18 +115,19 @@ std::string add(State& st, const std::string& key, const std::string& arg) {
   }
   v += delta;
   st.data[key] = std::to_string(v);
-  st.changed.notify_all();
+  wake(st, key);
   return std::string(1, store::kOk) + store::encode_i64(v);
 }
 
 std::string answer(State& st, store::Op op, const std::string& key, const std::string& arg) {
   switch (op) {
     case store::kGet: return get(st, key, arg);
+    case store::kGetAll: return get_all(st, key, arg);
     case store::kAdd: return add(st, key, arg);
     case store::kSet: {
       std::lock_guard<std::mutex> lock(st.mu);
       st.data[key] = arg;
-      st.changed.notify_all();
+      wake(st, key);
       return std::string(1, store::kOk);
     }
     case store::kDelete: {
@@ -190,7 +238,7 @@ TcpStoreServer::~TcpStoreServer() {
     std::lock_guard<std::mutex> lock(state_->mu);
     state_->stopping = true;
     for (int fd : state_->fds) ::shutdown(fd, SHUT_RDWR);
-    state_->changed.notify_all();
+    for (auto& [key, w] : state_->waiting) w.set.notify_all();
   }
   ::shutdown(state_->listen_fd, SHUT_RDWR);
   state_->acceptor.join();

@@ -13,8 +13,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -103,6 +105,32 @@ TEST_F(TcpStoreTest, AGetWaitsForTheKeyOrTimesOut) {
   s = a_->get("never", milliseconds(100), &v);
   EXPECT_EQ(s.code(), Code::not_found);
   EXPECT_EQ(s.message(), "timeout waiting for never");
+}
+
+TEST_F(TcpStoreTest, AGetAllWaitsForEveryKeyOrReturnsTheOnesSet) {
+  ASSERT_TRUE(a_->set("first", "1").ok());
+  std::thread later([&] {
+    std::this_thread::sleep_for(milliseconds(200));
+    ASSERT_TRUE(b_->set("other", "not waited for").ok());
+    ASSERT_TRUE(b_->set("second", std::string("2\0", 2)).ok());
+  });
+  std::vector<std::optional<std::string>> v;
+  Status s = a_->get_all({"first", "second"}, milliseconds(30000), &v);
+  later.join();
+  ASSERT_TRUE(s.ok()) << s.message();
+  ASSERT_EQ(v.size(), 2u);
+  EXPECT_EQ(v[0], "1");
+  EXPECT_EQ(v[1], std::string("2\0", 2));
+  ASSERT_TRUE(a_->set("empty", "").ok());
+  s = a_->get_all({"never", "empty", "nor this"}, milliseconds(100), &v);
+  EXPECT_EQ(s.code(), Code::not_found);
+  EXPECT_EQ(s.message(), "timeout waiting for never");
+  ASSERT_EQ(v.size(), 3u);
+  EXPECT_FALSE(v[0].has_value());
+  EXPECT_EQ(v[1], "");
+  EXPECT_FALSE(v[2].has_value());
+  ASSERT_TRUE(a_->get_all({}, milliseconds(0), &v).ok());
+  EXPECT_TRUE(v.empty());
 }
 
 // The attack of issue 15: uid nobody cannot add to a vote counter, whether it uses hydro's client

@@ -1,0 +1,90 @@
+// A collective commit over hydro's TCP store, as the runtime runs it: ranks are threads here, each
+// with its own MUNGE-authenticated connection, and the committer takes every shard report in one
+// request (RankStore::get_all). checkpoint_group_test covers the protocol over an in-memory store.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <memory>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "fault_fs.h"
+#include "hydro/checkpoint_group.h"
+#include "hydro/manifest.h"
+#include "hydro/tcp_store.h"
+
+namespace hydro {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr int kWorld = 4;
+const std::string kScope = "job 1 step 0";
+
+class StoreGroupTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(TcpStoreServer::start(0, kScope, &server_).ok());
+    for (int r = 0; r < kWorld; ++r) {
+      std::unique_ptr<RankStore> c;
+      Status s = connect_tcp_store("127.0.0.1", server_->port(), kScope, 5000ms, &c);
+      ASSERT_TRUE(s.ok()) << s.message() << " -- ctest starts munged (fixture munge)";
+      clients_.push_back(std::move(c));
+    }
+  }
+
+  // Ranks 0 to `taking_part` - 1 save `step`; `fill` writes rank r's shard. Each rank's Status.
+  std::vector<Status> save(int64_t step, const std::function<Status(CheckpointWriter&, int)>& fill,
+                           int taking_part = kWorld, std::chrono::milliseconds timeout = 60000ms) {
+    std::vector<Status> out(kWorld);
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < taking_part; ++r)
+      ranks.emplace_back([&, r] {
+        CheckpointGroup group(*clients_[r], r, kWorld, "h", timeout);
+        CheckpointDir dir(t_.path + "/ck");
+        out[r] = group.save(
+            dir, step, false, 0, [&](CheckpointWriter& w) { return fill(w, r); }, nullptr);
+      });
+    for (auto& t : ranks) t.join();
+    return out;
+  }
+
+  test::TempDir t_;
+  std::unique_ptr<TcpStoreServer> server_;
+  std::vector<std::unique_ptr<RankStore>> clients_;
+};
+
+Status shard(CheckpointWriter& w, int r) { return w.write_file("model.pt", "weights of rank " + std::to_string(r)); }
+
+TEST_F(StoreGroupTest, FourRanksCommitOneCheckpointHoldingEveryShard) {
+  for (const Status& s : save(7, shard)) ASSERT_TRUE(s.ok()) << s.message();
+  CheckpointDir dir(t_.path + "/ck");
+  Manifest m;
+  Status v = dir.verify("step-000000000007", &m);
+  ASSERT_TRUE(v.ok()) << v.to_string();
+  EXPECT_EQ(m.world_size, kWorld);
+  std::set<std::string> names;
+  for (const auto& f : m.files) names.insert(f.name);
+  EXPECT_EQ(names, (std::set<std::string>{"rank-0/model.pt", "rank-1/model.pt", "rank-2/model.pt", "rank-3/model.pt"}));
+}
+
+TEST_F(StoreGroupTest, AFailedShardIsNamedByEveryRankAndCommitsNothing) {
+  auto st =
+      save(9, [](CheckpointWriter& w, int r) { return r == 2 ? Status::io("disk full on rank 2") : shard(w, r); });
+  for (int r : {0, 1, 3})
+    EXPECT_EQ(st[r].message(), "checkpoint of step 9 not committed: rank 2 failed: disk full on rank 2");
+  EXPECT_EQ(st[2].message(), "disk full on rank 2");
+  EXPECT_TRUE(CheckpointDir(t_.path + "/ck").list().empty());
+}
+
+TEST_F(StoreGroupTest, ARankThatNeverReportsIsNamedOnceTheStoreTimeoutPasses) {
+  auto st = save(11, shard, /*taking_part=*/3, 500ms);
+  EXPECT_EQ(st[0].message(),
+            "checkpoint of step 11 not committed: rank 3 did not report its shard durable within 0 s "
+            "(HYDRO_STORE_TIMEOUT): a rank died, hung or is paused too long");
+  EXPECT_TRUE(CheckpointDir(t_.path + "/ck").list().empty());
+}
+
+}  // namespace
+}  // namespace hydro
