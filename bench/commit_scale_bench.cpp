@@ -8,6 +8,9 @@
 // On one machine the bytes of all ranks share its disk and CPUs, so the time to the last shard grows
 // with N × state here; on a cluster each node writes its own ranks' bytes. The small-state commit and
 // the rest are the coordination, which should grow far less than N.
+// The commits keep every checkpoint; then rank 0 times the prune keep_last would have done after
+// each one (removing one checkpoint: every rank's shard of it), which a shared directory leaves to
+// rank 0 alone, and which grows with N × state.
 // Needs munged (scripts/slurm-local munge). Usage: hydro-bench-commit-scale --help.
 #include <sys/wait.h>
 #include <unistd.h>
@@ -61,6 +64,7 @@ constexpr int kMaxRounds = 64;
 struct Report {
   int rank = 0;
   Clock::time_point start[kMaxRounds], written[kMaxRounds], end[kMaxRounds];
+  double prune_ms = 0;  // rank 0: removing one old checkpoint, every rank's shard of it
 };
 static_assert(sizeof(Report) <= PIPE_BUF, "one report is one atomic pipe write");
 
@@ -72,7 +76,7 @@ Status run_rank(const Run& run, int rank, int ports[2], int out) {
   std::unique_ptr<RankStore> store;
   HYDRO_RETURN_IF_ERROR(connect(run, rank, ports, &server, &store));
   CheckpointGroup group(*store, rank, run.world, "bench-host", std::chrono::seconds(300));
-  CheckpointDir dir(run.root, posix_fs(), 2);
+  CheckpointDir dir(run.root, posix_fs(), 0);  // keep all: pruning is timed on its own, below
   HYDRO_RETURN_IF_ERROR(dir.open(rank == 0));
   const std::string state(run.bytes, static_cast<char>('a' + rank % 26));
   Report report;
@@ -94,6 +98,11 @@ Status run_rank(const Run& run, int rank, int ports[2], int out) {
   }
   int missing = 0;
   (void)group.leave(std::chrono::seconds(60), &missing);
+  if (rank == 0 && run.rounds > 1) {  // what keep_last = 1 would have removed after each commit
+    auto t = Clock::now();
+    HYDRO_RETURN_IF_ERROR(dir.prune(1));
+    report.prune_ms = ms(Clock::now() - t) / (run.rounds - 1);
+  }
   if (write(out, &report, sizeof report) != sizeof report) return Status::io("cannot report");
   return Status::OK();
 }
@@ -107,7 +116,7 @@ double median(std::vector<double> v) {
 // the moment the last rank's shard was written: before it (the bytes, and the staging handshake),
 // and after it (the rest: shard directories' fsync, the reports, manifest, rename, `latest`).
 struct Figures {
-  double commit = -1, written = 0, rest = 0;
+  double commit = -1, written = 0, rest = 0, prune = 0;
 };
 
 Figures summarize(const std::vector<Report>& reports, int rounds) {
@@ -120,7 +129,7 @@ Figures summarize(const std::vector<Report>& reports, int rounds) {
     written.push_back(ms(last - zero.start[i]));
     rest.push_back(ms(zero.end[i] - last));
   }
-  return {median(commit), median(written), median(rest)};
+  return {median(commit), median(written), median(rest), zero.prune_ms};
 }
 
 // `run.world` rank processes; commit < 0 on a failure.
@@ -161,9 +170,9 @@ int main(int argc, char** argv) {
   const int rounds = std::clamp(argc > 2 ? std::atoi(argv[2]) : 9, 1, kMaxRounds);
   const size_t small = 4 << 10, large = 4 << 20;
   std::printf("sync_all commit, ranks as processes on this machine, medians of %d commits (ms)\n", rounds);
-  std::printf("%5s | %9s %7s | %9s %7s %14s %9s %7s\n", "", "4 KiB", "", "4 MiB", "", "", "", "");
-  std::printf("%5s | %9s %7s | %9s %7s %14s %9s %7s\n", "ranks", "commit", "vs N=2", "commit", "vs N=2", "last written",
-              "the rest", "vs N=2");
+  std::printf("%5s | %9s %7s | %9s %7s %13s %9s %7s | %9s\n", "", "4 KiB", "", "4 MiB", "", "", "", "", "4 MiB");
+  std::printf("%5s | %9s %7s | %9s %7s %13s %9s %7s | %9s\n", "ranks", "commit", "vs N=2", "commit", "vs N=2",
+              "last written", "the rest", "vs N=2", "prune");
   Figures s2, l2;
   int generation = 0;
   for (int world : {2, 4, 8, 16, 32}) {
@@ -171,8 +180,8 @@ int main(int argc, char** argv) {
     Figures l = measure({root, "job bench step " + std::to_string(++generation), world, large, rounds});
     if (s.commit < 0 || l.commit < 0) return std::fprintf(stderr, "%d ranks failed (is munged running?)\n", world), 1;
     if (world == 2) s2 = s, l2 = l;
-    std::printf("%5d | %9.1f %6.2fx | %9.1f %6.2fx %14.1f %9.1f %6.2fx\n", world, s.commit, s.commit / s2.commit,
-                l.commit, l.commit / l2.commit, l.written, l.rest, l.rest / l2.rest);
+    std::printf("%5d | %9.1f %6.2fx | %9.1f %6.2fx %13.1f %9.1f %6.2fx | %9.1f\n", world, s.commit,
+                s.commit / s2.commit, l.commit, l.commit / l2.commit, l.written, l.rest, l.rest / l2.rest, l.prune);
   }
   std::filesystem::remove_all(root);
   return 0;
