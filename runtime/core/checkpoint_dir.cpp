@@ -216,10 +216,13 @@ Status CheckpointWriter::commit(CheckpointInfo* out) {
   if (d.ok()) d = dir_->swap_latest(name);
   if (out) *out = CheckpointInfo{name, final_path, manifest_.step};
   if (!d.ok()) return Status::durability_uncertain("checkpoint " + final_path + ": " + d.message());
-  // Pruning is housekeeping: the commit stands, and what was not removed goes at a later prune.
-  if (Status p = dir_->prune(dir_->keep_last_); !p.ok())
-    log("warning: committed " + final_path + ", but removing old checkpoints failed: " + p.message());
+  if (prune_) dir_->prune_after(CheckpointInfo{name, final_path, manifest_.step});
   return Status::OK();
+}
+
+void CheckpointDir::prune_after(const CheckpointInfo& committed) {
+  if (Status p = prune(keep_last_); !p.ok())
+    log("warning: committed " + committed.path + ", but removing old checkpoints failed: " + p.message());
 }
 
 Status CheckpointDir::swap_latest(const std::string& name) {

@@ -210,9 +210,11 @@ class GroupSave {
       writer_->set_hosts(hosts_);
       writer_->set_keep(keep);
       writer_->set_epoch(epoch);
+      writer_->defer_prune();
       s = writer_->commit(&info);
     }
     link_.publish(outcome_key(), s);
+    if (s.ok()) dir_.prune_after(info);  // every rank's old shards, once the peers are told
     if ((s.ok() || s.code() == Code::durability_uncertain) && out) *out = info;
     return s;
   }

@@ -3,6 +3,7 @@
 // threads here, with a real filesystem; the srun -n 2 integration test runs real processes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <fstream>
 #include <thread>
@@ -18,6 +19,7 @@ namespace {
 using namespace std::chrono_literals;
 using test::MemoryStore;
 using test::run_ranks;
+using test::FaultFs;
 using test::TempDir;
 
 Status write_shard(CheckpointWriter& w, int rank) {
@@ -182,6 +184,37 @@ TEST(CheckpointGroup, AFailedShardFailsEveryRankAtOnce) {
   EXPECT_EQ(st[1].message(), "checkpoint of step 5 not committed: rank 2 failed: disk full on rank 2");
   EXPECT_EQ(st[2].message(), "disk full on rank 2");
   EXPECT_EQ(latest_of(t.path + "/ck"), "");
+}
+
+// keep_last in a shared directory: the committer removes every rank's shard of the old
+// checkpoint, but only after telling its peers that the new one is committed. Here its removal
+// waits until rank 1's save has returned, which it could not if the removal came first.
+TEST(CheckpointGroup, ThePeersAreToldOfTheCommitBeforeTheCommitterPrunes) {
+  TempDir t;
+  MemoryStore store;
+  FaultFs committer_fs;
+  std::atomic<bool> peer_returned{false}, peer_had_returned{false};
+  committer_fs.on_remove_tree = [&](const std::string&) {
+    for (int i = 0; i < 1000 && !peer_returned; ++i) std::this_thread::sleep_for(10ms);
+    peer_had_returned = peer_returned.load();
+  };
+  std::vector<std::unique_ptr<CheckpointGroup>> groups;
+  for (int r = 0; r < 2; ++r) groups.emplace_back(new CheckpointGroup(store, r, 2, "h", 60000ms));
+  for (int64_t step : {10, 20}) {
+    auto st = run_ranks(2, [&](int r) {
+      CheckpointDir dir(t.path + "/ck", r == 0 ? static_cast<Fs&>(committer_fs) : posix_fs(), /*keep_last=*/1);
+      Status s = groups[r]->save(
+          dir, step, false, 0, [&](CheckpointWriter& w) { return write_shard(w, r); }, nullptr);
+      if (r == 1 && step == 20) peer_returned = true;
+      return s;
+    });
+    ASSERT_TRUE(st[0].ok() && st[1].ok()) << st[0].to_string() << st[1].to_string();
+  }
+  EXPECT_TRUE(peer_had_returned);
+  std::vector<std::string> names;
+  ASSERT_TRUE(posix_fs().list_dir(t.path + "/ck", &names).ok());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"latest", "step-000000000020"}));
 }
 
 // The committer takes from its peers only names of their own shards: a rank (or anyone who could

@@ -27,6 +27,7 @@ class FaultFs : public Fs {
   int fail_rename_noreplace_at = -1;  // the Nth no-replace rename (0-based) fails with EIO
   int renames_noreplace = 0;
   std::function<void(const std::string&)> on_new_writable;  // called first, with the path
+  std::function<void(const std::string&)> on_remove_tree;   // called first, with the path
 
   Status new_writable(const std::string& path, std::unique_ptr<WritableFile>* out) override;
   Status read_file(const std::string& p, std::string* o) override {
@@ -54,6 +55,7 @@ class FaultFs : public Fs {
     return real_.list_dir(p, n);
   }
   Status remove_tree(const std::string& p) override {
+    if (on_remove_tree) on_remove_tree(p);
     if (p == fail_remove_of) return Status::from_errno(EIO, "remove " + p);
     return real_.remove_tree(p);
   }

@@ -96,6 +96,9 @@ class CheckpointWriter {
   // Code::durability_uncertain the checkpoint is visible but a later fsync failed: it may not
   // survive a power loss. A failed prune is logged and leaves the commit ok.
   Status commit(CheckpointInfo* out = nullptr);
+  // commit() leaves the prune to the caller (CheckpointDir::prune_after): a group's committer
+  // tells its peers first, so they need not wait while it removes every rank's old shards.
+  void defer_prune() { prune_ = false; }
 
  private:
   friend class CheckpointDir;
@@ -107,6 +110,7 @@ class CheckpointWriter {
   bool owner_;  // created the staging directory: commits it, or removes it if never committed
   Manifest manifest_;
   bool done_ = false;
+  bool prune_ = true;
 };
 
 class CheckpointDir {
@@ -145,6 +149,9 @@ class CheckpointDir {
   // deletes `latest`'s target, a protected one, or a force_save checkpoint (manifest "keep"), and
   // force_saves do not count toward keep_last.
   Status prune(int keep_last);
+  // After `committed`: prune to this object's keep_last; a failure is logged (housekeeping: the
+  // commit stands, and what was not removed goes at a later prune).
+  void prune_after(const CheckpointInfo& committed);
   // Never pruned by this object: e.g. the checkpoint the job resumed from, which other ranks may
   // still be reading (async mode, where rank 0 runs ahead without a vote).
   void protect(const std::string& name) { protected_.insert(name); }
