@@ -17,9 +17,9 @@ namespace hydro {
 namespace {
 
 using namespace std::chrono_literals;
+using test::FaultFs;
 using test::MemoryStore;
 using test::run_ranks;
-using test::FaultFs;
 using test::TempDir;
 
 Status write_shard(CheckpointWriter& w, int rank) {
