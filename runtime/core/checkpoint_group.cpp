@@ -116,6 +116,8 @@ class GroupSave {
     hosts_[static_cast<size_t>(rank)] = host;
   }
 
+  bool committer() const { return committer_ == rank_; }
+
   Status run(bool keep, int64_t epoch, const std::function<Status(CheckpointWriter&)>& fill, CheckpointInfo* out) {
     HYDRO_RETURN_IF_ERROR(rank_ == 0 ? start_staging() : join_staging());
     Status s = write_shard(fill);
@@ -314,7 +316,9 @@ void CheckpointGroup::drop_previous_vote() {
 Status CheckpointGroup::save(CheckpointDir& dir, int64_t step, bool keep, int64_t epoch,
                              const std::function<Status(CheckpointWriter&)>& fill, CheckpointInfo* out) {
   GroupSave one(Link(store_, ++round_, timeout_), dir, step, rank_, world_, host_);
-  return one.run(keep, epoch, fill, out);
+  Status s = one.run(keep, epoch, fill, out);
+  committed_last_ = s.ok() && one.committer();
+  return s;
 }
 
 Status CheckpointGroup::leave(std::chrono::milliseconds limit, int* missing) {

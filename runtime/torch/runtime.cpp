@@ -152,8 +152,9 @@ std::string Runtime::save(int64_t step, bool keep_always) {
   } timed{this, t0};
   wait_idle();
   if (settings_.mode == CheckpointMode::async) return save_async(step, keep_always);
-  // Several ranks: the committing rank prunes as part of its commit; one rank: a background thread.
-  CheckpointDir dir(settings_.checkpoint_dir, fs_, grouped() ? settings_.keep_last : 0);
+  // Old checkpoints go on a background thread, after the commit: one rank's, or in a group the
+  // committing rank's, once it has told the others (every rank's shard of them: N x state).
+  CheckpointDir dir(settings_.checkpoint_dir, fs_);
   auto fill = [&](CheckpointWriter& w) -> Status {
     const ComputeThreads threads = compute_threads();
     w.set_threads(threads.aten, threads.blas);
@@ -178,7 +179,7 @@ std::string Runtime::save(int64_t step, bool keep_always) {
     if (st.ok()) st = writer->commit(&info);
   }
   if (Status s = warn_if_durability_uncertain(st); !s.ok()) throw_status(s);
-  if (!grouped()) start_pruner();
+  if (!grouped() || group_->committed_last()) start_pruner();
   return info.path;
 }
 

@@ -52,6 +52,8 @@ SCRIPT
   manifest=$ck/latest/manifest.json  # (step $exit_step itself may be pruned by keep_last by now)
   grep -q '"sharded": true' "$manifest" && grep -q '"rank-0/model.pt"' "$manifest" && grep -q '"rank-1/model.pt"' "$manifest" ||
     fail "$mode: $manifest does not list both ranks' shards"
+  kept=$(find "$ck" -maxdepth 1 -name 'step-*' | wc -l)  # HYDRO_KEEP_LAST's default, 3, of 4 or more commits
+  [ "$kept" -le 3 ] || fail "$mode: $kept checkpoints kept: the committing rank did not prune to HYDRO_KEEP_LAST=3"
   "$build/ctl/hydroctl" status "$ck" | sed 's/^/    | /'
   "$build/ctl/hydroctl" status "$ck" | grep -q corrupt && fail "$mode: a checkpoint does not verify"
   got=$(grep -oP '^weights_digest=\K\w+' "$(rank_log "$mode" 0)" "$(rank_log "$mode" 1)" | sort -u | cut -d: -f2 | sort -u)

@@ -245,12 +245,14 @@ TEST(CheckpointGroup, UnsharedDirectoriesGetACompleteCheckpointPerNode) {
   MemoryStore store;
   // Rank 0 on host a (root A); ranks 1 and 2 on host b, whose root B does not see A.
   auto root_of = [&](int r) { return t.path + (r == 0 ? "/a" : "/b"); };
+  std::vector<int> committed(3, -1);
   auto st = run_ranks(3, [&](int r) {
     CheckpointDir dir(root_of(r));
     CheckpointGroup g(store, r, 3, r == 0 ? "a" : "b", 5000ms);
     Status s = g.save(
         dir, 30, false, 0, [&](CheckpointWriter& w) { return write_shard(w, r); }, nullptr);
     if (!s.ok()) return s;
+    committed[r] = g.committed_last();
     // Every rank can load step 30 from its own node; node b also has an older step 20.
     std::set<int64_t> loadable = r == 0 ? std::set<int64_t>{30} : std::set<int64_t>{20, 30};
     int64_t step = 0;
@@ -258,6 +260,9 @@ TEST(CheckpointGroup, UnsharedDirectoriesGetACompleteCheckpointPerNode) {
     return step == 30 ? Status::OK() : Status::io("agreed on " + std::to_string(step));
   });
   for (int r = 0; r < 3; ++r) ASSERT_TRUE(st[r].ok()) << r << ": " << st[r].to_string();
+  // Each node's copy has one committer, which prunes that node's root: rank 0 on a, one of b's.
+  EXPECT_EQ(committed[0], 1);
+  EXPECT_EQ(committed[1] + committed[2], 1);
   for (auto [root, shards] :
        {std::pair<std::string, std::set<std::string>>{t.path + "/a", {"rank-0/model.pt", "rank-0/rng.pt"}},
         {t.path + "/b", {"rank-1/model.pt", "rank-1/rng.pt", "rank-2/model.pt", "rank-2/rng.pt"}}}) {

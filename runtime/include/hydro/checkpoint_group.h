@@ -12,7 +12,9 @@
 //      directory, and publishes its file list (sizes, hashes) as durable;
 //   3. the committer waits until EVERY rank's shard is durable, writes the manifest listing all
 //      shards, renames the directory into place and moves `latest`; then it publishes the outcome,
-//      which every rank waits for and returns.
+//      which every rank waits for and returns. Only then does the committer prune old checkpoints
+//      (to its `dir`'s keep_last; the runtime gives it 0 and prunes on a background thread of the
+//      rank that committed_last()).
 // A rank that dies or fails before step 2 ends leaves the others waiting at most `timeout`; the
 // checkpoint is then not committed and `latest` does not move.
 //
@@ -92,6 +94,9 @@ class CheckpointGroup {
   Status agree_on_resume(const std::set<int64_t>& loadable, int64_t* step);
 
   int rank() const { return rank_; }
+  // This rank committed the last save(): the whole checkpoint, or its node's copy in a directory
+  // that is not shared. Removing old checkpoints from its view of the root is then its task.
+  bool committed_last() const { return committed_last_; }
 
   // Called by every rank as it finishes. Rank 0 serves the store, so it waits (up to `limit`)
   // until every rank has left: a rank still reading the last vote's result must not find the
@@ -108,6 +113,7 @@ class CheckpointGroup {
   std::chrono::milliseconds timeout_;
   int64_t round_ = 0;  // one per collective call, the same on every rank
   int64_t last_vote_ = -1;
+  bool committed_last_ = false;
 };
 
 }  // namespace hydro
