@@ -93,10 +93,15 @@ std::string get_all(State& st, const std::string& list, const std::string& arg) 
   std::unique_lock<std::mutex> lock(st.mu);
   for (const auto& key : keys) wait_for_key(st, lock, key, deadline);
   std::vector<std::string> found;
+  size_t bytes = 0;
   for (const auto& key : keys) {
     auto it = st.data.find(key);
     found.push_back(it == st.data.end() ? "-" : "+" + it->second);
+    bytes += found.back().size() + 4;
   }
+  if (bytes + 5 > store::kMaxFrame)  // the client could not read the reply: say so in a small one
+    return std::string(1, store::kError) + "the values of " + std::to_string(keys.size()) + " keys exceed " +
+           std::to_string(store::kMaxFrame >> 20) + " MiB";
   return std::string(1, store::kOk) + store::encode_list(found);
 }
 

@@ -186,6 +186,29 @@ TEST(CheckpointGroup, AFailedShardFailsEveryRankAtOnce) {
   EXPECT_EQ(latest_of(t.path + "/ck"), "");
 }
 
+// Rank 1 fails and rank 3 never comes: the committer tells everyone of rank 1's failure at once,
+// not after its own store timeout (a minute here), by which time rank 2 (10 s) would have given up
+// on it and blamed rank 0.
+TEST(CheckpointGroup, AFailedShardIsToldAtOnceWhileAnotherRankIsStillMissing) {
+  TempDir t;
+  MemoryStore store;
+  auto st = run_ranks(3, [&](int r) {
+    CheckpointDir dir(t.path + "/ck");
+    CheckpointGroup g(store, r, 4, "h", r == 2 ? 10000ms : 60000ms);
+    return g.save(
+        dir, 5, false, 0,
+        [&](CheckpointWriter& w) -> Status {
+          if (r == 1) return Status::io("disk full on rank 1");
+          return write_shard(w, r);
+        },
+        nullptr);
+  });
+  EXPECT_EQ(st[0].message(), "checkpoint of step 5 not committed: rank 1 failed: disk full on rank 1");
+  EXPECT_EQ(st[1].message(), "disk full on rank 1");
+  EXPECT_EQ(st[2].message(), "checkpoint of step 5 not committed: rank 1 failed: disk full on rank 1");
+  EXPECT_EQ(latest_of(t.path + "/ck"), "");
+}
+
 // keep_last in a shared directory: the committer removes every rank's shard of the old
 // checkpoint, but only after telling its peers that the new one is committed. Here its removal
 // waits until rank 1's save has returned, which it could not if the removal came first.
