@@ -162,7 +162,10 @@ class GroupSave {
   // Rank r's shard report; its files go into the manifest when this rank commits them.
   Status take_shard(int r, const std::string& text) {
     nlohmann::json body;
-    HYDRO_RETURN_IF_ERROR(Link::read(text, what_, rank_name(r), &body));
+    Status peer = Link::read(text, what_, rank_name(r), &body);
+    if (peer.code() == Code::durability_uncertain)  // of a shard: a failure (a commit's is told as such)
+      return Status::io(what_ + rank_name(r) + " failed: " + peer.message());
+    HYDRO_RETURN_IF_ERROR(peer);
     int c = 0;
     std::vector<ManifestFile> files;
     if (!parse_files(body, &c, &hosts_[static_cast<size_t>(r)], &files))

@@ -209,6 +209,33 @@ TEST(CheckpointGroup, AFailedShardIsToldAtOnceWhileAnotherRankIsStillMissing) {
   EXPECT_EQ(latest_of(t.path + "/ck"), "");
 }
 
+// A shard whose fsync left it uncertain is a failed shard: nothing is committed, and no rank is
+// told "committed, durability uncertain" of a checkpoint that is not there.
+TEST(CheckpointGroup, AShardOfUncertainDurabilityFailsTheCheckpoint) {
+  for (int uncertain : {0, 1}) {
+    TempDir t;
+    MemoryStore store;
+    auto st = run_ranks(3, [&](int r) {
+      CheckpointDir dir(t.path + "/ck");
+      CheckpointGroup g(store, r, 3, "h", 60000ms);
+      return g.save(
+          dir, 5, false, 0,
+          [&](CheckpointWriter& w) -> Status {
+            if (r == uncertain) return Status::durability_uncertain("fsync of rank-" + std::to_string(r));
+            return write_shard(w, r);
+          },
+          nullptr);
+    });
+    for (int r = 0; r < 3; ++r) {
+      if (r == uncertain) continue;  // it returns its own status
+      EXPECT_FALSE(st[r].ok() || st[r].code() == Code::durability_uncertain) << r << ": " << st[r].to_string();
+    }
+    if (uncertain == 1)
+      EXPECT_EQ(st[0].message(), "checkpoint of step 5 not committed: rank 1 failed: fsync of rank-1");
+    EXPECT_EQ(latest_of(t.path + "/ck"), "");
+  }
+}
+
 // keep_last in a shared directory: the committer removes every rank's shard of the old
 // checkpoint, but only after telling its peers that the new one is committed. Here its removal
 // waits until rank 1's save has returned, which it could not if the removal came first.
