@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <fstream>
+#include <functional>
 #include <thread>
 
 #include "fault_fs.h"
@@ -25,6 +26,19 @@ using test::TempDir;
 Status write_shard(CheckpointWriter& w, int rank) {
   HYDRO_RETURN_IF_ERROR(w.write_file("model.pt", "weights of rank " + std::to_string(rank)));
   return w.write_file("rng.pt", std::string(100, static_cast<char>('a' + rank)));
+}
+
+// Ranks 0 to `taking_part` - 1 of `world` save step 5 into `root`, and rank `failing`'s shard
+// returns `failure`; rank r waits up to timeout(r) for its peers. Each taking part rank's Status.
+std::vector<Status> save_with_a_failed_shard(
+    MemoryStore& store, const std::string& root, int world, int taking_part, int failing, const Status& failure,
+    const std::function<std::chrono::milliseconds(int)>& timeout = [](int) { return 60000ms; }) {
+  return run_ranks(taking_part, [&](int r) {
+    CheckpointDir dir(root);
+    CheckpointGroup g(store, r, world, "h", timeout(r));
+    return g.save(
+        dir, 5, false, 0, [&](CheckpointWriter& w) { return r == failing ? failure : write_shard(w, r); }, nullptr);
+  });
 }
 
 std::string latest_of(const std::string& root) {
@@ -168,18 +182,8 @@ TEST(CheckpointGroup, ARankThatDiesMidSaveLeavesLatestWhereItWas) {
 
 TEST(CheckpointGroup, AFailedShardFailsEveryRankAtOnce) {
   TempDir t;
-  MemoryStore store;
-  auto st = run_ranks(3, [&](int r) {
-    CheckpointDir dir(t.path + "/ck");
-    CheckpointGroup g(store, r, 3, "h", 60000ms);  // would hang for a minute if the failure were not told
-    return g.save(
-        dir, 5, false, 0,
-        [&](CheckpointWriter& w) -> Status {
-          if (r == 2) return Status::io("disk full on rank 2");
-          return write_shard(w, r);
-        },
-        nullptr);
-  });
+  MemoryStore store;  // each rank would wait a minute if the failure were not told
+  auto st = save_with_a_failed_shard(store, t.path + "/ck", 3, 3, 2, Status::io("disk full on rank 2"));
   EXPECT_EQ(st[0].message(), "checkpoint of step 5 not committed: rank 2 failed: disk full on rank 2");
   EXPECT_EQ(st[1].message(), "checkpoint of step 5 not committed: rank 2 failed: disk full on rank 2");
   EXPECT_EQ(st[2].message(), "disk full on rank 2");
@@ -192,17 +196,8 @@ TEST(CheckpointGroup, AFailedShardFailsEveryRankAtOnce) {
 TEST(CheckpointGroup, AFailedShardIsToldAtOnceWhileAnotherRankIsStillMissing) {
   TempDir t;
   MemoryStore store;
-  auto st = run_ranks(3, [&](int r) {
-    CheckpointDir dir(t.path + "/ck");
-    CheckpointGroup g(store, r, 4, "h", r == 2 ? 10000ms : 60000ms);
-    return g.save(
-        dir, 5, false, 0,
-        [&](CheckpointWriter& w) -> Status {
-          if (r == 1) return Status::io("disk full on rank 1");
-          return write_shard(w, r);
-        },
-        nullptr);
-  });
+  auto st = save_with_a_failed_shard(store, t.path + "/ck", 4, 3, 1, Status::io("disk full on rank 1"),
+                                     [](int r) { return r == 2 ? 10000ms : 60000ms; });
   EXPECT_EQ(st[0].message(), "checkpoint of step 5 not committed: rank 1 failed: disk full on rank 1");
   EXPECT_EQ(st[1].message(), "disk full on rank 1");
   EXPECT_EQ(st[2].message(), "checkpoint of step 5 not committed: rank 1 failed: disk full on rank 1");
@@ -215,17 +210,8 @@ TEST(CheckpointGroup, AShardOfUncertainDurabilityFailsTheCheckpoint) {
   for (int uncertain : {0, 1}) {
     TempDir t;
     MemoryStore store;
-    auto st = run_ranks(3, [&](int r) {
-      CheckpointDir dir(t.path + "/ck");
-      CheckpointGroup g(store, r, 3, "h", 60000ms);
-      return g.save(
-          dir, 5, false, 0,
-          [&](CheckpointWriter& w) -> Status {
-            if (r == uncertain) return Status::durability_uncertain("fsync of rank-" + std::to_string(r));
-            return write_shard(w, r);
-          },
-          nullptr);
-    });
+    auto st = save_with_a_failed_shard(store, t.path + "/ck", 3, 3, uncertain,
+                                       Status::durability_uncertain("fsync of rank-" + std::to_string(uncertain)));
     for (int r = 0; r < 3; ++r) {
       if (r == uncertain) continue;  // it returns its own status
       EXPECT_FALSE(st[r].ok() || st[r].code() == Code::durability_uncertain) << r << ": " << st[r].to_string();
