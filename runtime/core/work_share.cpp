@@ -8,8 +8,8 @@
 namespace hydro {
 
 WorkShare::~WorkShare() {
-  if (helper_ && ::getpid() != owner_) {
-    (void)helper_.release();  // a forked child: the helper exists in the parent only
+  if (forked_child()) {
+    (void)helper_.release();  // the helper exists in the parent only
     return;
   }
   try {
@@ -27,6 +27,8 @@ WorkShare::~WorkShare() {
 
 bool WorkShare::helper_usable() const { return helper_ && ::getpid() == owner_; }
 
+bool WorkShare::forked_child() const { return helper_ && ::getpid() != owner_; }
+
 void WorkShare::start_helper_locked() {
   if (helper_ || no_helper_) return;
   try {
@@ -38,6 +40,14 @@ void WorkShare::start_helper_locked() {
 }
 
 void WorkShare::add(std::function<void()> task) {
+  if (forked_child()) {
+    try {
+      task();
+    } catch (...) {
+      if (!child_error_) child_error_ = std::current_exception();
+    }
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back(std::move(task));
@@ -66,6 +76,10 @@ void WorkShare::run_queued(std::unique_lock<std::mutex>& lock) {
 }
 
 void WorkShare::finish() {
+  if (forked_child()) {  // add() ran them all
+    if (std::exception_ptr e = std::exchange(child_error_, nullptr)) std::rethrow_exception(e);
+    return;
+  }
   std::unique_lock<std::mutex> lock(mu_);
   run_queued(lock);
   if (helper_usable()) cv_.wait(lock, [this] { return running_ == 0; });

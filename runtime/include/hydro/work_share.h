@@ -26,8 +26,10 @@ class WorkShare {
   WorkShare(const WorkShare&) = delete;
   WorkShare& operator=(const WorkShare&) = delete;
 
-  // Queues `task`; the helper starts at the first. Where it cannot start, or in a forked child,
-  // the tasks wait for finish().
+  // Queues `task`; the helper starts at the first. Where it cannot start, the tasks wait for
+  // finish(). In a child forked after the helper started, it runs `task` at once and touches no
+  // lock: the parent's helper may have held one at the fork, and this process has no thread to
+  // release it.
   void add(std::function<void()> task);
   // Returns once every task added is done, run here or by the helper. Rethrows the first exception
   // a task threw since the last finish() (the other tasks still run).
@@ -37,6 +39,7 @@ class WorkShare {
   void help();
   void start_helper_locked();
   bool helper_usable() const;
+  bool forked_child() const;  // a helper started in the parent, not in this process
   // Pops and runs tasks until none is queued; `lock` is held on entry and on return.
   void run_queued(std::unique_lock<std::mutex>& lock);
 
@@ -48,7 +51,8 @@ class WorkShare {
   bool stop_ = false;
   bool no_helper_ = false;  // its thread could not start
   std::unique_ptr<std::thread> helper_;
-  pid_t owner_ = 0;  // the process that started the helper
+  pid_t owner_ = 0;                 // the process that started the helper
+  std::exception_ptr child_error_;  // in a forked child: the first a task threw
 };
 
 }  // namespace hydro
