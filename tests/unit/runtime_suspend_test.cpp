@@ -56,7 +56,9 @@ void suspend_run(bool suspend_checkpoint, bool* checkpointed, bool* op_armed) {
   ASSERT_TRUE(eventually([&] { return last > 5; }));
   ::kill(::getpid(), SIGTSTP);
   ASSERT_TRUE(eventually([] { return PauseGate::instance().threads_waiting() == 1; }));
-  *op_armed = operator_pause_armed();
+  // Off: the watcher arms the operator callback, which may come a moment after the trainer has
+  // already paused at its step end (on a busy machine). Auto: nothing arms it.
+  *op_armed = suspend_checkpoint ? operator_pause_armed() : eventually([] { return operator_pause_armed(); });
   const long held = last;
   CheckpointDir dir(t.path);
   std::optional<CheckpointInfo> latest;
