@@ -1,11 +1,13 @@
-// The benches take positional arguments only. -h or --help prints the usage and exits 0; any other
-// argument that starts with '-' is an error that names it (it would otherwise be read as a path or a
-// number).
+// What every bench shares. The benches take positional arguments only: -h or --help prints the
+// usage and exits 0; any other argument that starts with '-' is an error that names it (it would
+// otherwise be read as a path or a number). And the median they report.
 #pragma once
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 namespace hydro_bench {
 
@@ -22,6 +24,12 @@ inline void exit_on_options(int argc, char** argv, const char* usage) {
       std::exit(2);
     }
   }
+}
+
+// The median of `v` (the upper one of an even count).
+inline double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
 }
 
 }  // namespace hydro_bench

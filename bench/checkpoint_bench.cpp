@@ -33,12 +33,8 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using hydro_bench::median;
 double secs(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 struct State : torch::nn::Module {
   explicit State(int64_t bytes) {
     const int64_t per = 16 << 20;  // 16 MiB tensors, like the layers of a model

@@ -33,6 +33,7 @@ namespace {
 
 using namespace hydro;
 using Clock = std::chrono::steady_clock;
+using hydro_bench::median;
 
 struct Run {
   std::string root, scope;
@@ -105,11 +106,6 @@ Status run_rank(const Run& run, int rank, int ports[2], int out) {
   }
   if (write(out, &report, sizeof report) != sizeof report) return Status::io("cannot report");
   return Status::OK();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 // Medians over the rounds of one N, in ms, on rank 0's timeline: the commit (its save), split at

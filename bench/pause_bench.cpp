@@ -31,6 +31,7 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using hydro_bench::median;
 double us_since(Clock::time_point t) { return std::chrono::duration<double, std::micro>(Clock::now() - t).count(); }
 
 struct Model {
@@ -61,10 +62,6 @@ double time_steps(Model& m, int steps) {
   return us_since(t) / steps;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 double pct(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());
   return v[std::min(v.size() - 1, static_cast<size_t>(p * v.size()))];
