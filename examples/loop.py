@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """hydro-example-loop, in Python: an MLP trained with SGD on seeded synthetic data, under hydro.
 
 The lines marked "hydro" are all a user adds to a loop of their own. Under `srun -n N` (N > 1) the

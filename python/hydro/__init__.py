@@ -19,6 +19,15 @@ pause, the checkpoint-directory protocol, the ranks' vote, the sampler order.
 """
 import torch  # first: hydro._C links the libtorch this torch has loaded
 
+from ._build import TORCH_VERSION as _BUILT_FOR
+
+if torch.__version__ != _BUILT_FOR:
+    # Loading _C under another libtorch could fail on a missing symbol or, worse, load and crash.
+    raise ImportError(
+        f"hydro was built for torch {_BUILT_FOR} but this interpreter has torch {torch.__version__} "
+        f"(from {torch.__file__}): reinstall hydro in this environment (pip install hydro's checkout) "
+        f"or use the torch it was built for")
+
 from . import _C
 from ._C import EXIT_REQUEUE, EXIT_WATCHDOG, __version__
 from .data import DataLoader, InterruptibleDistributedSampler, InterruptibleSampler, ShardedDataset

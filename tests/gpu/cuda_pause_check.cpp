@@ -6,6 +6,8 @@
 //  4. save, then resume into a fresh model, ends bit-for-bit where an uninterrupted CUDA run
 //     does, with dropout on the device (so the CUDA RNG state is part of the checkpoint).
 // Exit status 0 when every check passes. An optional argument sets the number of pauses (500).
+// `--linked` only reports the CUDA runtime it was linked with and the devices it sees (CI, which
+// has no GPU, runs that: the CUDA code compiled, linked and loads).
 #include <cuda_runtime_api.h>
 #include <signal.h>
 #include <unistd.h>
@@ -17,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <string>
 #include <thread>
 
 #include "hydro/pause_gate.h"
@@ -188,6 +191,13 @@ void resume_checks(const std::string& dir) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "--linked") {
+    int runtime = 0;
+    cudaRuntimeGetVersion(&runtime);
+    std::printf("linked with the CUDA runtime %d.%d; devices visible: %d\n", runtime / 1000, runtime % 1000 / 10,
+                static_cast<int>(torch::cuda::device_count()));
+    return 0;
+  }
   if (!torch::cuda::is_available()) {
     std::printf("FAIL: no CUDA device is visible\n");
     return 1;

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # cmake --install lays out bin/, lib/slurm/, include/hydro/, lib/cmake/hydro/, etc/hydro/ and the
 # Python package; a user's project builds against it with find_package(hydro) and runs, and
-# /usr/bin/python3 imports the installed hydro and checkpoints.
+# the build's interpreter (its HYDRO_PYTHON) imports the installed hydro and checkpoints.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
-build=${HYDRO_BUILD_DIR:?}
+source "$src/scripts/paths.sh"
+python=$(build_python "$build")
 work=$(mktemp -d /tmp/hydro-install.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 cmake --install "$build" --prefix "$work/prefix" >/dev/null
@@ -23,7 +24,7 @@ grep -qx 'consumer: trained to step 3' <<<"$out" || { echo "FAIL: the consumer d
 # The Python package and its zero-lines pause hook, in the interpreter's site directory under the prefix.
 pth=$(find "$work/prefix" -name hydro-autopause.pth)
 [ -n "$pth" ] && [ -f "$(dirname "$pth")/hydro/__init__.py" ] || { echo "FAIL: the Python package is not installed"; exit 1; }
-out=$(cd / && env -u PYTHONPATH HYDRO_CKPT_DIR="$work/pyck" /usr/bin/python3 -c "
+out=$(cd / && env -u PYTHONPATH HYDRO_CKPT_DIR="$work/pyck" "$python" -c "
 import sys; sys.path.insert(0, '$(dirname "$pth")')
 import hydro
 assert hydro.__file__.startswith('$work/prefix'), hydro.__file__

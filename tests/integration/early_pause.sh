@@ -15,13 +15,13 @@ export HYDRO_TEST_LOGS="$log $work/batch.log"
 # is what keeps it alive there.
 cat >"$work/job.sh" <<SCRIPT
 #!/bin/sh
-srun "$launch" -- /usr/bin/python3 "$top/examples/loop.py" --steps 300 --log-every 10 2>&1 | tee "$log"
+srun "$launch" -- "$python" "$top/examples/loop.py" --steps 300 --log-every 10 2>&1 | tee "$log"
 echo "batch shell: the pipe ended with status \$?"
 SCRIPT
 job=$(sbatch --parsable --hydro-pause=on -o "$work/batch.log" "$work/job.sh") || fail "sbatch failed"
 note "job $job: srun hydro-launch -- python3 examples/loop.py | tee"
 wait_state "$job" RUNNING
-wait_for "$log" 'started /usr/bin/python3 as pid' 60
+wait_for "$log" "started $python as pid" 60
 grep -q '^step ' "$log" && fail "the program trained before the test could pause it early"
 note "hydroctl pause, before the program's first step (it is importing torch)"
 "$build/ctl/hydroctl" pause "$job" || fail "hydroctl pause failed"

@@ -3,7 +3,14 @@
 set -euo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-build=${HYDRO_BUILD_DIR:-$top/build}
+source "$top/scripts/paths.sh"                   # $build: HYDRO_BUILD_DIR, or the main tier's
+# The interpreter this build's Python binding is for (or HYDRO_TEST_PYTHON: one with hydro
+# installed by pip) runs every Python program of a test; it is first on PATH, so examples/loop.py
+# (#!/usr/bin/env python3) runs on it as a program, as a user runs it from an activated virtual
+# environment.
+python=${HYDRO_TEST_PYTHON:-$(build_python "$build")}
+python=${python:-/usr/bin/python3}
+export PATH="$(dirname "$python"):$PATH"
 
 fail() {
   echo "FAIL: $*" >&2
@@ -17,10 +24,10 @@ hydroctl=$build/ctl/hydroctl
 plugstack=()                                     # slurm-local writes one that loads the build's plugin
 train=$build/examples/hydro-example-loop        # the few-lines loop: --steps, --step-ms, ...
 # HYDRO_TEST_PROGRAM=python: the same paths with its Python twin (DistributedDataParallel over
-# Gloo with several tasks), run by /usr/bin/python3 through hydro's Python binding.
+# Gloo with several tasks), run by $python through hydro's Python binding.
 if [ "${HYDRO_TEST_PROGRAM:-cpp}" = python ]; then
   train=$top/examples/loop.py
-  /usr/bin/python3 -c 'import hydro' || fail "/usr/bin/python3 cannot import hydro (run scripts/setup)"
+  "$python" -c 'import hydro' || fail "$python cannot import hydro (run scripts/setup)"
 fi
 job_example=$build/examples/hydro-example-train  # the JobRunner example: --data, --epochs, ...
 # HYDRO_TEST_INSTALLED=1 (tests/package): what the Debian packages installed, and nothing of the

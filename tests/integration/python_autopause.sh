@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Zero lines for pause on a real Slurm: an unchanged Python training script (it never imports
 # hydro) under `sbatch --hydro-pause=on` pauses at an operator on scontrol suspend and on hydroctl
-# pause, and resumes. /usr/bin/python3 finds hydro's .pth hook where scripts/setup put it.
+# pause, and resumes. The build's interpreter ($python) finds hydro's .pth hook where scripts/setup put it.
 source "$(dirname "$0")/lib.sh"
 proctrack=${1:-cgroup}
 start_cluster "$proctrack"
-/usr/bin/python3 -c 'import hydro' || fail "/usr/bin/python3 cannot import hydro (run scripts/setup)"
+"$python" -c 'import hydro' || fail "$python cannot import hydro (run scripts/setup)"
 
 work=$(mktemp -d /tmp/hydro-it.XXXXXX)
 cat >"$work/job.sh" <<JOB
@@ -13,7 +13,7 @@ cat >"$work/job.sh" <<JOB
 unset PYTHONPATH
 # exec: the script itself is the task that Slurm signals (with proctrack/cgroup only the batch
 # step's direct child gets SIGTSTP), and it writes its log lines straight to the job's file.
-exec /usr/bin/python3 "$top/tests/python/plain_train.py" 100000000
+exec "$python" "$top/tests/python/plain_train.py" 100000000
 JOB
 log=$work/job.log
 export HYDRO_TEST_LOGS=$log

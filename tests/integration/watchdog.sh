@@ -5,8 +5,8 @@
 source "$(dirname "$0")/lib.sh"
 proctrack=${1:-cgroup}
 start_cluster "$proctrack"
-/usr/bin/python3 -c 'import torch.distributed.elastic.timer' 2>/dev/null ||
-  fail "python3-torch is missing (apt-get install python3-torch; scripts/setup does)"
+"$python" -c 'import torch.distributed.elastic.timer' 2>/dev/null ||
+  fail "$python has no torch.distributed.elastic.timer (run scripts/setup)"
 
 work=$(mktemp -d /tmp/hydro-it.XXXXXX)
 worker=$top/tests/unit/watchdog_worker.py
@@ -14,7 +14,7 @@ cat >"$work/job.sh" <<JOB
 #!/bin/bash
 mode=hang; [ "\${SLURM_RESTART_COUNT:-0}" -ge 1 ] && mode=finish
 echo "restart count: \${SLURM_RESTART_COUNT:-0}, worker mode \$mode"
-exec "$launch" --watchdog-file "$work/watchdog-%j.%t.fifo" --max-restarts 2 -- /usr/bin/python3 "$worker" \$mode "$work"
+exec "$launch" --watchdog-file "$work/watchdog-%j.%t.fifo" --max-restarts 2 -- "$python" "$worker" \$mode "$work"
 JOB
 log=$work/job.log
 export HYDRO_TEST_LOGS=$log

@@ -1,4 +1,4 @@
-# Shared by the Python binding's tests: run by ctest on /usr/bin/python3 with PYTHONPATH at the
+# Shared by the Python binding's tests: run by ctest on the build's interpreter (HYDRO_PYTHON) with PYTHONPATH at the
 # build's python/ directory (tests/CMakeLists.txt). A missing part (the binding, torch, numpy)
 # fails the import, so the test fails; nothing here skips.
 import os

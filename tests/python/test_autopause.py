@@ -1,6 +1,6 @@
 # Zero lines for pause: with HYDRO_PAUSE=on an unchanged script pauses at operators and resumes;
 # without it, or in a program that never imports torch, hydro is not even loaded. These run
-# /usr/bin/python3 as a user would, from another directory and without PYTHONPATH: they need
+# the build's interpreter as a user would, from another directory and without PYTHONPATH: they need
 # scripts/setup (or cmake --install) to have put hydro where that interpreter looks.
 import os
 import signal

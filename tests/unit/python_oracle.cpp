@@ -18,7 +18,7 @@ int run_python(const std::string& script, std::string* out) {
   posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
   posix_spawn_file_actions_addclose(&actions, fds[0]);
   posix_spawn_file_actions_addclose(&actions, fds[1]);
-  const char* argv[] = {"/usr/bin/python3", "-c", script.c_str(), nullptr};
+  const char* argv[] = {HYDRO_TEST_PYTHON, "-c", script.c_str(), nullptr};
   pid_t pid;
   int rc = posix_spawn(&pid, argv[0], &actions, nullptr, const_cast<char**>(argv), environ);
   posix_spawn_file_actions_destroy(&actions);
@@ -41,9 +41,8 @@ std::string python_torch_problem() {
   std::string out;
   int rc = run_python("import torch.utils.data; print(torch.__version__)", &out);
   if (rc == 0) return "";
-  return "/usr/bin/python3 cannot import torch (exit status " + std::to_string(rc) +
-         "): install python3-torch (apt-get install python3-torch; scripts/setup installs it), which the "
-         "sampler tests compare against";
+  return std::string(HYDRO_TEST_PYTHON) + " cannot import torch (exit status " + std::to_string(rc) +
+         "), which the sampler tests compare against: run scripts/setup";
 }
 
 const std::vector<int64_t>& oracle_sizes() {
@@ -93,7 +92,7 @@ std::map<SamplerCase, std::vector<size_t>> compute(std::string* error) {
   std::string text;
   int rc = run_python(script, &text);
   if (rc != 0) {
-    *error = "/usr/bin/python3 with torch.utils.data.DistributedSampler failed (exit status " + std::to_string(rc) +
+    *error = std::string(HYDRO_TEST_PYTHON) + " with torch.utils.data.DistributedSampler failed (exit status " + std::to_string(rc) +
              "); " + python_torch_problem();
     return cases;
   }

@@ -189,11 +189,11 @@ TEST(WatchdogLaunch, BadWatchdogFileIsAClearError) {
   EXPECT_TRUE(S_ISFIFO(st.st_mode));
 }
 
-// Debian's python3-torch: the worker uses torch.distributed.elastic.timer.FileTimerClient unchanged.
+// The build's interpreter (HYDRO_PYTHON) with torch: the worker uses
+// torch.distributed.elastic.timer.FileTimerClient unchanged.
 void require_python_torch() {
-  int rc = std::system("/usr/bin/python3 -c 'import torch.distributed.elastic.timer' 2>/dev/null");
-  ASSERT_EQ(rc, 0) << "these tests need Debian's python3-torch (/usr/bin/python3 with torch): "
-                      "apt-get install python3-torch";
+  int rc = std::system((std::string(HYDRO_TEST_PYTHON) + " -c 'import torch.distributed.elastic.timer' 2>/dev/null").c_str());
+  ASSERT_EQ(rc, 0) << "these tests need " << HYDRO_TEST_PYTHON << " with torch: run scripts/setup";
 }
 
 TEST(WatchdogLaunch, TorchFileTimerClientHangIsKilled) {
@@ -201,7 +201,7 @@ TEST(WatchdogLaunch, TorchFileTimerClientHangIsKilled) {
   if (HasFatalFailure()) return;
   test::TempDir t;
   LaunchResult r = launch(
-      {"--watchdog-file", t.path + "/timers", "--", "/usr/bin/python3", HYDRO_WATCHDOG_WORKER_PY, "hang", t.path},
+      {"--watchdog-file", t.path + "/timers", "--", HYDRO_TEST_PYTHON, HYDRO_WATCHDOG_WORKER_PY, "hang", t.path},
       {"SLURM_JOB_ID="}, t.path);
   ASSERT_FALSE(r.timed_out) << r.err;
   EXPECT_EQ(WEXITSTATUS(r.status), kExitRequeue) << r.err;
@@ -214,7 +214,7 @@ TEST(WatchdogLaunch, TorchFileTimerClientScopeThatEndsIsNotKilled) {
   if (HasFatalFailure()) return;
   test::TempDir t;
   LaunchResult r = launch(
-      {"--watchdog-file", t.path + "/timers", "--", "/usr/bin/python3", HYDRO_WATCHDOG_WORKER_PY, "finish", t.path},
+      {"--watchdog-file", t.path + "/timers", "--", HYDRO_TEST_PYTHON, HYDRO_WATCHDOG_WORKER_PY, "finish", t.path},
       {"SLURM_JOB_ID="}, t.path);
   ASSERT_FALSE(r.timed_out) << r.err;
   EXPECT_EQ(WEXITSTATUS(r.status), 0) << r.err;

@@ -1,4 +1,4 @@
-# A stand-in training process using torch elastic's own client, run by /usr/bin/python3 under
+# A stand-in training process using torch elastic's own client, run by the build's interpreter (HYDRO_PYTHON) under
 # hydro-launch --watchdog-file (which exports TORCHELASTIC_TIMER_FILE):
 #   watchdog_worker.py hang DIR    starts `sleep 1000` (a DataLoader-like child in the same process
 #                                  group), writes DIR/sleeper.pid, then hangs inside expires(after=1)

@@ -1,4 +1,4 @@
-// The job's ranks joined in a c10d Gloo process group (in Debian's CPU libtorch), rendezvous
+// The job's ranks joined in a c10d Gloo process group (libtorch 1.13 and 2.x), rendezvous
 // through a TCPStore at MASTER_ADDR:MASTER_PORT served by rank 0 (see hydro/dist_env.h for where
 // rank and world size come from: torchrun's variables or Slurm's).
 //
@@ -14,9 +14,14 @@
 // with Gloo's timeout error on resume. Choose the timeout above the longest suspend you expect.
 #pragma once
 
+#include <torch/torch.h>  // TORCH_VERSION_MAJOR
+
+#if TORCH_VERSION_MAJOR >= 2
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#else
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#endif
 #include <torch/csrc/distributed/c10d/Store.hpp>
-#include <torch/torch.h>
 
 #include <chrono>
 #include <memory>
@@ -26,10 +31,18 @@
 
 namespace hydro {
 
+// What runs the collectives: libtorch 2 made ProcessGroupGloo a c10d::Backend; in 1.x it is a
+// c10d::ProcessGroup. Both have broadcast, allreduce and allgather.
+#if TORCH_VERSION_MAJOR >= 2
+using Collectives = c10d::Backend;
+#else
+using Collectives = c10d::ProcessGroup;
+#endif
+
 struct Group {
   DistEnv env;
   c10::intrusive_ptr<c10d::Store> store;
-  c10::intrusive_ptr<c10d::ProcessGroup> pg;
+  c10::intrusive_ptr<Collectives> pg;
   int rank() const { return env.rank; }
   int size() const { return env.world_size; }
 };

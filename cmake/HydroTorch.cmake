@@ -1,0 +1,50 @@
+# Which libtorch hydro builds against: the one HYDRO_PYTHON's torch ships when it ships its CMake
+# files (a pip or conda torch: torch.utils.cmake_prefix_path), else the system's (Debian's
+# libtorch-dev, which python3-torch loads too). One libtorch in a process: the binding must link
+# the one that interpreter's torch loads (cmake/HydroPython.cmake checks the versions).
+# PYTHONPATH is unset for the question: pip's isolated build sets it to hide the environment's
+# packages, torch among them, from the build.
+execute_process(
+  COMMAND ${CMAKE_COMMAND} -E env --unset=PYTHONPATH ${HYDRO_PYTHON} -c [=[
+import os, torch
+p = torch.utils.cmake_prefix_path
+print(p if os.path.isfile(os.path.join(p, 'Torch', 'TorchConfig.cmake')) else '')
+]=]
+  RESULT_VARIABLE hydro_torch_rc OUTPUT_VARIABLE hydro_torch_prefix ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE)
+if(hydro_torch_rc EQUAL 0 AND hydro_torch_prefix)
+  message(STATUS "hydro: the libtorch of ${HYDRO_PYTHON}'s torch, in ${hydro_torch_prefix}")
+  # A CUDA torch's CMake files need the CUDA toolkit: nvcc on PATH, CUDA_HOME, or /usr/local/cuda.
+  if(NOT CUDAToolkit_ROOT AND NOT CMAKE_CUDA_COMPILER)
+    find_program(HYDRO_NVCC nvcc HINTS $ENV{CUDA_HOME}/bin /usr/local/cuda/bin)
+    if(HYDRO_NVCC)
+      get_filename_component(CUDAToolkit_ROOT ${HYDRO_NVCC} DIRECTORY)
+      get_filename_component(CUDAToolkit_ROOT ${CUDAToolkit_ROOT} DIRECTORY)
+    endif()
+  endif()
+  # torch's CMake files look for libtorch.so and libc10.so by name, the system's directories
+  # before the torch's own: with Debian's libtorch-dev installed too, they would take its 1.13.
+  # Name the torch's own first.
+  get_filename_component(hydro_torch_lib ${hydro_torch_prefix}/../../lib ABSOLUTE)
+  foreach(pair TORCH_LIBRARY:torch c10_LIBRARY:c10 C10_CUDA_LIBRARY:c10_cuda CAFFE2_NVRTC_LIBRARY:caffe2_nvrtc)
+    string(REPLACE ":" ";" pair ${pair})
+    list(GET pair 0 var)
+    list(GET pair 1 lib)
+    if(EXISTS ${hydro_torch_lib}/lib${lib}.so)
+      set(${var} ${hydro_torch_lib}/lib${lib}.so CACHE FILEPATH "libtorch's ${lib}, from ${HYDRO_PYTHON}'s torch")
+    endif()
+  endforeach()
+  list(PREPEND CMAKE_PREFIX_PATH ${hydro_torch_prefix})
+  find_package(Torch REQUIRED)
+  if(NOT TORCH_LIBRARY MATCHES "^${hydro_torch_lib}/")
+    message(FATAL_ERROR "hydro: ${HYDRO_PYTHON}'s torch is in ${hydro_torch_lib}, but CMake found its libtorch at ${TORCH_LIBRARY}")
+  endif()
+else()
+  find_package(Torch REQUIRED)
+endif()
+# A libtorch with CUDA sets TORCH_CUDA_LIBRARIES: then hydro's CUDA code is built (the allocator's
+# release on a pause, tests/gpu), compiled and linked with the CUDA toolkit torch's CMake files find.
+if(TORCH_CUDA_LIBRARIES)
+  set(HYDRO_CUDA ON CACHE INTERNAL "hydro's CUDA code is built")
+else()
+  set(HYDRO_CUDA OFF CACHE INTERNAL "hydro's CUDA code is built")
+endif()

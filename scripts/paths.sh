@@ -1,0 +1,17 @@
+# Where hydro's builds and its Python environment are, in one place: sourced by every script in
+# scripts/ and by the tests' helpers. Each can be moved with its variable.
+#   build          the main tier: torch 2.15.0 from PyPI in $venv (HYDRO_BUILD_DIR)
+#   oldest_build   the oldest tier: Debian 12's libtorch 1.13.1 and /usr/bin/python3
+#                  (HYDRO_OLDEST_BUILD_DIR)
+#   venv           the virtual environment of the main tier, made by scripts/setup from
+#                  python/requirements.txt (HYDRO_VENV)
+hydro_top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${HYDRO_BUILD_DIR:-$hydro_top/build}
+oldest_build=${HYDRO_OLDEST_BUILD_DIR:-$hydro_top/build-oldest}
+venv=${HYDRO_VENV:-$hydro_top/.venv}
+
+# build_python BUILD: the interpreter BUILD's Python binding is for (its HYDRO_PYTHON), which
+# runs the Python tests of that build; empty when BUILD has not been configured.
+build_python() {
+  sed -n 's/^HYDRO_PYTHON:FILEPATH=//p' "$1/CMakeCache.txt" 2>/dev/null || true
+}
