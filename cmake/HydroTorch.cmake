@@ -38,6 +38,15 @@ if(hydro_torch_rc EQUAL 0 AND hydro_torch_prefix)
   if(NOT TORCH_LIBRARY MATCHES "^${hydro_torch_lib}/")
     message(FATAL_ERROR "hydro: ${HYDRO_PYTHON}'s torch is in ${hydro_torch_lib}, but CMake found its libtorch at ${TORCH_LIBRARY}")
   endif()
+  # A pip torch's libraries find CUDA's (cuDNN, NCCL, ...) in the nvidia packages beside it through
+  # their RPATH ($ORIGIN/../../nvidia/*/lib), which the loader follows but the linker does not: a
+  # program linked against them would take an older NCCL from the system's directories (the CUDA
+  # toolkit's) and fail on its missing symbols. The linker is told where they are.
+  file(GLOB hydro_torch_deps LIST_DIRECTORIES true ${hydro_torch_lib}/../../nvidia/*/lib)
+  if(hydro_torch_deps)
+    list(JOIN hydro_torch_deps ":" hydro_torch_deps)
+    set(HYDRO_TORCH_LINK_OPTIONS "-Wl,-rpath-link,${hydro_torch_deps}")
+  endif()
 else()
   find_package(Torch REQUIRED)
 endif()

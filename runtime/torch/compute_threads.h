@@ -1,6 +1,6 @@
 // How many threads split the sums of this process's operators. BLAS and ATen split a sum by thread
 // count, so a run resumed with other counts may differ in the last bits from a run never
-// interrupted (see the README's "What bit-for-bit needs").
+// interrupted (see docs/users-guide-slurm.md, "What bit-for-bit needs").
 #pragma once
 
 #include <string>

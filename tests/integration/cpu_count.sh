@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Bit-for-bit needs the same CPUs (README: "What bit-for-bit needs"). On a real Slurm whose tasks
-# are bound to their CPUs (task/affinity): a job with --cpus-per-task=2 checkpoints at step 200.
-# Resumed with 2 CPUs again, it ends with the weights of a run never interrupted, and warns of
-# nothing. Resumed with 1 CPU, where OpenBLAS and ATen size their pools smaller, it says which
-# thread counts changed and how to fix them.
+# Bit-for-bit needs the same CPUs (docs/users-guide-slurm.md, "What bit-for-bit needs"). On a real
+# Slurm whose tasks are bound to their CPUs (task/affinity): a job with --cpus-per-task=2
+# checkpoints at step 200. Resumed with 2 CPUs again, it ends with the weights of a run never
+# interrupted, and warns of nothing. Resumed with 1 CPU, where OpenBLAS and ATen size their pools
+# smaller, it says which thread counts changed and how to fix them.
 source "$(dirname "$0")/lib.sh"
 export HYDRO_TEST_TASK_PLUGIN=affinity
 start_cluster "${1:-cgroup}"

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Issue 17 on this machine: scripts/package builds the Debian packages; lintian leaves only the
-# warnings README lists; they install over an older version without losing the admin's edits; a
-# real Slurm with Debian's own plugstack.conf runs --hydro-pause jobs through the suspend/requeue
-# path with only what they installed (tests/integration/suspend_requeue.sh, HYDRO_TEST_INSTALLED);
-# find_package(hydro) needs no prefix; /usr/bin/python3 imports the installed hydro; removing the
-# plugin leaves a Slurm that runs jobs; purging leaves nothing. Needs root; leaves the machine as it
-# found it (the packages purged, the build's hydro-build.pth back in place).
+# warnings docs/admins-guide.md lists; they install over an older version without losing the admin's
+# edits; a real Slurm with Debian's own plugstack.conf runs --hydro-pause jobs through the
+# suspend/requeue path with only what they installed (tests/integration/suspend_requeue.sh,
+# HYDRO_TEST_INSTALLED); find_package(hydro) needs no prefix; /usr/bin/python3 imports the installed
+# hydro; removing the plugin leaves a Slurm that runs jobs; purging leaves nothing. Needs root;
+# leaves the machine as it found it (the packages purged, the build's hydro-build.pth back in
+# place).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
@@ -24,7 +25,7 @@ else
   "$top/scripts/package" --out "$work/debs" | sed 's/^/    | /'
 fi
 version=$(sed -n 's/^project(hydro VERSION \([0-9][0-9.]*\).*/\1/p' "$top/CMakeLists.txt")
-check_lintian "$work/debs" "$top/README.md"
+check_lintian "$work/debs" "$top/docs/admins-guide.md"
 hide_the_build
 
 note "install $version~prev (the same packages, an older version whose hydro.yaml differs), edit hydro.yaml"

@@ -29,17 +29,18 @@ apt_install() {
 
 installed_version() { dpkg-query -W -f='${Version}' "$1" 2>/dev/null || true; }
 
-# lintian's errors fail; each warning must be listed, with its reason, in README's lintian table.
+# lintian's errors fail; each warning must be listed, with its reason, in the lintian table of the
+# admin's guide (docs/admins-guide.md, "Installing on a cluster").
 check_lintian() {
-  local debs=$1 readme=$2 out tag
+  local debs=$1 guide=$2 out tag
   out=$(lintian --fail-on error --tag-display-limit 0 "$debs"/*.deb 2>&1) || fail "lintian found errors:
 $out"
   for tag in $(sed -n 's/^W: [^ ]*: \([^ ]*\).*/\1/p' <<<"$out" | sort -u); do
-    grep -q "^| \`$tag\` |" "$readme" || fail "lintian warns $tag, which README's lintian table does not list:
+    grep -q "^| \`$tag\` |" "$guide" || fail "lintian warns $tag, which the lintian table of $guide does not list:
 $(grep -- " $tag" <<<"$out")"
   done
   tag=$(sed -n 's/^W: [^ ]*: \([^ ]*\).*/\1/p' <<<"$out" | sort -u | tr '\n' ' ')
-  note "lintian: no errors; warnings (each listed in README): ${tag:-none}"
+  note "lintian: no errors; warnings (each listed in $guide): ${tag:-none}"
 }
 
 # The same packages as version PREV (dependencies between them too), with a hydro.yaml that differs

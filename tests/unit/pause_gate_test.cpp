@@ -121,7 +121,7 @@ TEST_F(PauseGateTest, AResumeHandledOnAnotherThreadDuringAPausesHandlerIsNotLost
   ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
-// What the README's "Signal order" rests on: of SIGTSTP and SIGCONT only the later is ever
+// What docs/design.md's "Signal order" rests on: of SIGTSTP and SIGCONT only the later is ever
 // pending (the kernel drops the other), so hydro-launch, which reads them in number order from a
 // signalfd, can never forward a resume before the suspend it follows.
 TEST(SignalOrder, OfSuspendAndResumeOnlyTheLaterIsEverPending) {

@@ -1,5 +1,5 @@
-// The one settings schema (hydro/setting_schema.h): its checks, and the README's and the shipped
-// config's tables held to it, so that a setting added to the schema cannot go undocumented.
+// The one settings schema (hydro/setting_schema.h): its checks, and the admin's guide's and the
+// shipped config's tables held to it, so that a setting added to the schema cannot go undocumented.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -35,23 +35,26 @@ TEST(SettingsSchema, ChecksEachKindAndNamesTheSource) {
   EXPECT_THROW(setting_row("HYDRO_NO_SUCH"), std::logic_error);
 }
 
-// README "Admins": | `key: ...` | `--option=...` | `VARIABLE` |, one row per admin setting.
-TEST(SettingsSchema, TheReadmesAdminTableIsTheSchemas) {
-  const std::string readme = slurp(HYDRO_SOURCE_DIR "/README.md");
+// docs/admins-guide.md, "Settings": | `key: ...` | `--option=...` | `VARIABLE` |, one row per admin
+// setting.
+TEST(SettingsSchema, TheAdminsGuideTableIsTheSchemas) {
+  const std::string guide = slurp(HYDRO_SOURCE_DIR "/docs/admins-guide.md");
   std::set<std::string> documented, schema;
   std::regex row(R"(\n\| `([a-z_]+): [^`]*` \| `--([a-z-]+)[^`]*` \| `(HYDRO_[A-Z_]+)` \|)");
-  for (std::sregex_iterator it(readme.begin(), readme.end(), row), end; it != end; ++it)
+  for (std::sregex_iterator it(guide.begin(), guide.end(), row), end; it != end; ++it)
     documented.insert((*it)[1].str() + " --" + (*it)[2].str() + " " + (*it)[3].str());
   for (const auto& r : settings_schema())
     if (r.key) schema.insert(std::string(r.key) + " --" + r.option + " " + r.env);
   EXPECT_EQ(documented, schema);
 }
 
+// Every variable, with an admin key or not, is named in docs/admins-guide.md, "Settings".
 TEST(SettingsSchema, EverySettingIsDocumented) {
-  const std::string readme = slurp(HYDRO_SOURCE_DIR "/README.md");
+  const std::string guide = slurp(HYDRO_SOURCE_DIR "/docs/admins-guide.md");
   const std::string yaml = slurp(HYDRO_SOURCE_DIR "/etc/hydro.yaml");
   for (const auto& r : settings_schema()) {
-    EXPECT_NE(readme.find(std::string("`") + r.env + "`"), std::string::npos) << r.env << " is not in the README";
+    EXPECT_NE(guide.find(std::string("`") + r.env + "`"), std::string::npos)
+        << r.env << " is not in docs/admins-guide.md";
     if (!r.key) continue;
     EXPECT_NE(yaml.find(std::string(r.key) + ":"), std::string::npos) << r.key << " is not in etc/hydro.yaml";
     EXPECT_NE(yaml.find(std::string("--") + r.option), std::string::npos) << r.option << " is not in etc/hydro.yaml";

@@ -1,7 +1,8 @@
 // Every hydro setting, once: its job variable, the admin's key and the user's option (for those an
 // admin or a user sets through the SPANK plugin), its kind and range, its default and its help.
 // The plugin's options and config (config/admin_config.cpp), the runtime's Settings::from_env and
-// hydro-launch's options all check values here, and a test holds the README's tables to it.
+// hydro-launch's options all check values here, and a test holds the admin's guide's tables to it
+// (docs/admins-guide.md, "Settings").
 // Adding a setting is a row here plus its use.
 #pragma once
 
