@@ -21,6 +21,7 @@
 #include <string>
 
 #include "hydro/signal_map.h"
+#include "hydro/setting_schema.h"
 #include "hydro/subprocess.h"
 #include "hydro/version.h"
 #include "job_lookup.h"
@@ -28,6 +29,9 @@
 #include "status_table.h"
 
 namespace {
+
+using hydro::env_name;
+using hydro::Setting;
 
 int fail(const std::string& msg) {
   std::fprintf(stderr, "hydroctl: %s\n", msg.c_str());
@@ -77,8 +81,8 @@ int signal_map_of(const Tools& t, hydro::Action a, const std::string* process, i
     spec = t.signals, from = "--signals";
   } else if (process) {
     spec = *process, from = "the process's HYDRO_SIGNALS";
-  } else if (const char* env = std::getenv("HYDRO_SIGNALS")) {
-    spec = env, from = "HYDRO_SIGNALS";
+  } else if (const char* env = std::getenv(env_name(Setting::signals))) {
+    spec = env, from = env_name(Setting::signals);
   } else if (::access(t.config.c_str(), F_OK) == 0) {
     hydro::admin::JobSettings s;
     hydro::Status st = hydro::admin::PluginConfig::load_yaml(t.config, &s);

@@ -13,6 +13,8 @@
 
 namespace {
 
+using hydro::env_name;
+using hydro::Setting;
 using hydro::launcher::Options;
 
 std::string description() {
@@ -59,12 +61,13 @@ bool env_number(const char* env, int* out) {
 
 // The defaults the job's environment gives (the plugin sets them): false on a bad value.
 bool read_env_defaults(Options* o) {
-  if (const char* d = std::getenv("HYDRO_CKPT_DIR")) o->checkpoint_dir = d;
-  if (!env_number("HYDRO_MAX_RESTARTS", &o->max_restarts) || !env_number("HYDRO_RESTARTS", &o->restarts) ||
-      !env_number("HYDRO_TIME_LIMIT_MARGIN", &o->time_limit_margin))
+  if (const char* d = std::getenv(env_name(Setting::checkpoint_dir))) o->checkpoint_dir = d;
+  if (!env_number(env_name(Setting::max_restarts), &o->max_restarts) ||
+      !env_number(env_name(Setting::restarts), &o->restarts) ||
+      !env_number(env_name(Setting::time_limit_margin), &o->time_limit_margin))
     return false;
-  if (const char* map = std::getenv("HYDRO_SIGNALS")) {
-    hydro::Status st = hydro::SignalMap::parse(map, "HYDRO_SIGNALS", &o->signals);
+  if (const char* map = std::getenv(env_name(Setting::signals))) {
+    hydro::Status st = hydro::SignalMap::parse(map, env_name(Setting::signals), &o->signals);
     if (!st.ok()) {
       fail(st.message());
       return false;
@@ -153,9 +156,9 @@ bool check_options(Options* o, const std::string& requeue_signal) {
                  o->watchdog_kill_after);
     return false;
   }
-  if (!valid("HYDRO_MAX_RESTARTS", std::to_string(o->max_restarts), "--max-restarts") ||
-      !valid("HYDRO_RESTARTS", std::to_string(o->restarts), "--restarts") ||
-      !valid("HYDRO_TIME_LIMIT_MARGIN", std::to_string(o->time_limit_margin), "--time-limit-margin"))
+  if (!valid(env_name(Setting::max_restarts), std::to_string(o->max_restarts), "--max-restarts") ||
+      !valid(env_name(Setting::restarts), std::to_string(o->restarts), "--restarts") ||
+      !valid(env_name(Setting::time_limit_margin), std::to_string(o->time_limit_margin), "--time-limit-margin"))
     return false;
   return true;
 }

@@ -9,6 +9,7 @@
 #include "hydro/dist_env.h"
 #include "hydro/log.h"
 #include "hydro/settings.h"
+#include "hydro/setting_schema.h"
 
 namespace hydro::launcher {
 namespace {
@@ -31,15 +32,15 @@ bool holds_own_shard(const CheckpointDir& dir, const CheckpointInfo& found) {
 
 bool prepare_resume(const Options& o, int64_t* resumed) {
   *resumed = -1;
-  ::unsetenv("HYDRO_RESUME_FROM");
+  ::unsetenv(env_name(Setting::resume_from));
   if (o.checkpoint_dir.empty()) {
     say("no checkpoint directory (--checkpoint-dir or HYDRO_CKPT_DIR): the program starts fresh");
     return true;
   }
   // --checkpoint-dir replaces the plugin's default: it is no longer hydro's default then.
-  if (const char* env = std::getenv("HYDRO_CKPT_DIR"); !env || o.checkpoint_dir != env)
+  if (const char* env = std::getenv(env_name(Setting::checkpoint_dir)); !env || o.checkpoint_dir != env)
     ::unsetenv("HYDRO_CKPT_DIR_DEFAULT");
-  ::setenv("HYDRO_CKPT_DIR", o.checkpoint_dir.c_str(), 1);
+  ::setenv(env_name(Setting::checkpoint_dir), o.checkpoint_dir.c_str(), 1);
   if (std::string note = default_checkpoint_dir_note(); !note.empty()) say(note);
   CheckpointDir dir(o.checkpoint_dir);
   Status st = dir.open();
@@ -57,7 +58,7 @@ bool prepare_resume(const Options& o, int64_t* resumed) {
   }
   if (!holds_own_shard(dir, *found)) return true;
   *resumed = found->step;
-  ::setenv("HYDRO_RESUME_FROM", found->path.c_str(), 1);
+  ::setenv(env_name(Setting::resume_from), found->path.c_str(), 1);
   say("resuming from step " + std::to_string(found->step) + " (" + found->path + ")");
   return true;
 }

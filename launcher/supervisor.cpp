@@ -24,6 +24,7 @@
 #include "hydro/exit_codes.h"
 #include "hydro/launch_ready.h"
 #include "hydro/settings.h"
+#include "hydro/setting_schema.h"
 #include "hydro/signal_map.h"
 #include "generations.h"
 #include "preemption.h"
@@ -70,7 +71,7 @@ pid_t spawn(const std::vector<std::string>& command, const sigset_t& old_mask, c
 sigset_t held_signals(const SignalMap& map) {
   sigset_t none;
   sigemptyset(&none);
-  const char* pause = std::getenv("HYDRO_PAUSE");
+  const char* pause = std::getenv(env_name(Setting::pause));
   return pause && std::string(pause) == "on" ? map.blocked_until_handled() : none;
 }
 

@@ -24,6 +24,7 @@ extern "C" {
 #include <vector>
 
 #include "hydro/settings.h"
+#include "hydro/setting_schema.h"
 #include "hydro/signal_map.h"
 #include "hydro/version.h"
 #include "job_dir.h"
@@ -40,6 +41,8 @@ HYDRO_EXPORT extern const unsigned int plugin_version = SLURM_VERSION_NUMBER;
 
 namespace {
 
+using hydro::env_name;
+using hydro::Setting;
 using hydro::Status;
 using hydro::admin::job_setting_specs;
 
@@ -135,9 +138,10 @@ std::string get_env(spank_t sp, const char* var) {
 // and hydro-launch announce it (HYDRO_CKPT_DIR_DEFAULT). If it cannot be made, the job runs as
 // before, and the runtime says loudly on SIGTERM that nothing is saved.
 int default_checkpoint_dir(spank_t sp, const std::string& job) {
-  if (env_set(sp, "HYDRO_CKPT_DIR")) return 0;
+  if (env_set(sp, env_name(Setting::checkpoint_dir))) return 0;
   bool pause = false;
-  if (!hydro::parse_on_off(get_env(sp, "HYDRO_PAUSE"), "HYDRO_PAUSE", &pause).ok() || !pause) return 0;
+  if (!hydro::parse_on_off(get_env(sp, env_name(Setting::pause)), env_name(Setting::pause), &pause).ok() || !pause)
+    return 0;
   std::string dir;
   Status st = hydro::spank::make_default_job_dir(get_env(sp, "SLURM_SUBMIT_DIR"),
                                                  static_cast<unsigned>(std::stoul(job.empty() ? "0" : job)), &dir);
@@ -145,7 +149,7 @@ int default_checkpoint_dir(spank_t sp, const std::string& job) {
     slurm_info("hydro: task_init: no default checkpoint directory: %s", st.message().c_str());
     return 0;
   }
-  if (set_env(sp, "HYDRO_CKPT_DIR", dir)) return -1;
+  if (set_env(sp, env_name(Setting::checkpoint_dir), dir)) return -1;
   return set_env(sp, "HYDRO_CKPT_DIR_DEFAULT", "1");
 }
 
@@ -153,7 +157,8 @@ int default_checkpoint_dir(spank_t sp, const std::string& job) {
 // runtime is up) holds the pause signals (blocked and ignored), so that `hydroctl pause` (scancel, steps and batch) or
 // a pause signal in the job's first second waits instead of killing it (SignalMap:: blocked_until_handled).
 void block_pause_signals(spank_t sp) {
-  hydro::SignalMap::hold(hydro::SignalMap::blocked_for_job(get_env(sp, "HYDRO_PAUSE"), get_env(sp, "HYDRO_SIGNALS")));
+  hydro::SignalMap::hold(hydro::SignalMap::blocked_for_job(get_env(sp, env_name(Setting::pause)),
+                                                           get_env(sp, env_name(Setting::signals))));
 }
 
 int task_init(spank_t sp) {

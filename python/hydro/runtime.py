@@ -50,13 +50,15 @@ def _close_live_runtimes():
 
 class _PythonRNG:
     """The random generators torch's does not cover: Python's `random` and numpy's global one.
-    state_dict() returns fresh objects without tensors (a `fresh` Snapshot)."""
+    state_dict() returns fresh objects without tensors (a `fresh` Snapshot), of plain Python types
+    only (numpy's key as a list), so that torch.load(weights_only=True) reads the file."""
 
     def state_dict(self):
         state = {"random": random.getstate()}
         np = sys.modules.get("numpy")
         if np is not None:
-            state["numpy"] = np.random.get_state()
+            kind, key, pos, has_gauss, gauss = np.random.get_state()
+            state["numpy"] = (kind, key.tolist(), int(pos), int(has_gauss), float(gauss))
         return state
 
     def load_state_dict(self, state):

@@ -48,6 +48,13 @@ const std::vector<SettingRow>& settings_schema() {
   return rows;
 }
 
+const SettingRow& setting_row(Setting s) {
+  const auto& rows = settings_schema();
+  const auto i = static_cast<size_t>(s);
+  if (i >= rows.size()) throw std::logic_error("hydro: setting " + std::to_string(i) + " has no row in the schema");
+  return rows[i];
+}
+
 const SettingRow& setting_row(const std::string& env) {
   for (const auto& row : settings_schema())
     if (env == row.env) return row;

@@ -68,23 +68,23 @@ Status read_number(const Getenv& getenv, const char* env, Int* out) {
 Status Settings::from_env(Settings* out, const Getenv& getenv) {
   Settings s;
   std::string v;
-  HYDRO_RETURN_IF_ERROR(read_on_off(getenv, "HYDRO_PAUSE", &s.pause));
-  HYDRO_RETURN_IF_ERROR(checked(getenv, "HYDRO_CKPT_DIR", &s.checkpoint_dir));
-  HYDRO_RETURN_IF_ERROR(checked(getenv, "HYDRO_RESUME_FROM", &s.resume_from));
-  HYDRO_RETURN_IF_ERROR(read_number(getenv, "HYDRO_CKPT_EVERY", &s.checkpoint_every));
-  HYDRO_RETURN_IF_ERROR(read_number(getenv, "HYDRO_KEEP_LAST", &s.keep_last));
-  HYDRO_RETURN_IF_ERROR(read_on_off(getenv, "HYDRO_CUDA_RELEASE", &s.cuda_release));
-  HYDRO_RETURN_IF_ERROR(read_on_off(getenv, "HYDRO_CKPT_DIRECT_IO", &s.direct_io));
-  HYDRO_RETURN_IF_ERROR(checked(getenv, "HYDRO_SUSPEND_CHECKPOINT", &v));
+  HYDRO_RETURN_IF_ERROR(read_on_off(getenv, env_name(Setting::pause), &s.pause));
+  HYDRO_RETURN_IF_ERROR(checked(getenv, env_name(Setting::checkpoint_dir), &s.checkpoint_dir));
+  HYDRO_RETURN_IF_ERROR(checked(getenv, env_name(Setting::resume_from), &s.resume_from));
+  HYDRO_RETURN_IF_ERROR(read_number(getenv, env_name(Setting::checkpoint_every), &s.checkpoint_every));
+  HYDRO_RETURN_IF_ERROR(read_number(getenv, env_name(Setting::keep_last), &s.keep_last));
+  HYDRO_RETURN_IF_ERROR(read_on_off(getenv, env_name(Setting::cuda_release), &s.cuda_release));
+  HYDRO_RETURN_IF_ERROR(read_on_off(getenv, env_name(Setting::direct_io), &s.direct_io));
+  HYDRO_RETURN_IF_ERROR(checked(getenv, env_name(Setting::suspend_checkpoint), &v));
   if (!v.empty()) s.suspend_checkpoint = v == "auto";
-  HYDRO_RETURN_IF_ERROR(checked(getenv, "HYDRO_CKPT_MODE", &v));
+  HYDRO_RETURN_IF_ERROR(checked(getenv, env_name(Setting::checkpoint_mode), &v));
   if (v == "sync_all")
     s.mode = CheckpointMode::sync_all;
   else if (v == "async")
     s.mode = CheckpointMode::async;
-  HYDRO_RETURN_IF_ERROR(read_number(getenv, "HYDRO_STORE_TIMEOUT", &s.store_timeout_s));
-  HYDRO_RETURN_IF_ERROR(checked(getenv, "HYDRO_SIGNALS", &v));
-  HYDRO_RETURN_IF_ERROR(SignalMap::parse(v, "HYDRO_SIGNALS", &s.signals));
+  HYDRO_RETURN_IF_ERROR(read_number(getenv, env_name(Setting::store_timeout), &s.store_timeout_s));
+  HYDRO_RETURN_IF_ERROR(checked(getenv, env_name(Setting::signals), &v));
+  HYDRO_RETURN_IF_ERROR(SignalMap::parse(v, env_name(Setting::signals), &s.signals));
   DistEnv dist;
   HYDRO_RETURN_IF_ERROR(DistEnv::from_env(&dist, getenv));
   s.rank = dist.rank;
@@ -100,7 +100,7 @@ Status Settings::from_env(Settings* out) {
 
 std::string default_checkpoint_dir_note() {
   const char* is_default = std::getenv("HYDRO_CKPT_DIR_DEFAULT");
-  const char* dir = std::getenv("HYDRO_CKPT_DIR");
+  const char* dir = std::getenv(env_name(Setting::checkpoint_dir));
   if (!is_default || std::string(is_default) != "1" || !dir || !*dir) return "";
   return std::string("checkpoints go to ") + dir +
          ", hydro's default (<submit directory>/hydro-checkpoints/<job id>): neither --hydro-checkpoint-dir nor "

@@ -1,6 +1,7 @@
 #include "hydro/signal_map.h"
 
 #include "hydro/text.h"
+#include "hydro/setting_schema.h"
 
 #include <signal.h>
 
@@ -162,7 +163,7 @@ sigset_t SignalMap::blocked_for_job(const std::string& pause, const std::string&
   sigemptyset(&none);
   if (pause != "on") return none;
   SignalMap map = defaults();
-  if (!signals.empty() && !parse(signals, "HYDRO_SIGNALS", &map).ok()) map = defaults();
+  if (!signals.empty() && !parse(signals, env_name(Setting::signals), &map).ok()) map = defaults();
   return map.blocked_until_handled();
 }
 

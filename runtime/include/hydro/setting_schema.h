@@ -34,9 +34,31 @@ struct SettingRow {
   const char* help;
 };
 
+// Each setting, by what it sets; its variable's name is written once, in its row. Every part that
+// reads or sets a variable names it as env_name(Setting::x). In the rows' order.
+enum class Setting {
+  pause,
+  checkpoint_dir,
+  checkpoint_every,
+  keep_last,
+  checkpoint_mode,
+  max_restarts,
+  restarts,
+  time_limit_margin,
+  signals,
+  cuda_release,
+  direct_io,
+  suspend_checkpoint,
+  store_timeout,
+  resume_from,
+};
+
 const std::vector<SettingRow>& settings_schema();
 // The row of a job variable; throws std::logic_error for a name that has none (a programming error).
 const SettingRow& setting_row(const std::string& env);
+const SettingRow& setting_row(Setting s);
+// The job variable of a setting: HYDRO_PAUSE for Setting::pause.
+inline const char* env_name(Setting s) { return setting_row(s).env; }
 
 // Checks `value` against its row. `where` names the source in the error: the variable
 // (HYDRO_KEEP_LAST), the option (--hydro-keep-last) or the admin's file and key.
