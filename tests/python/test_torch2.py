@@ -8,9 +8,11 @@
 # GIL (inductor's allocations do not release it), and the test must be free to send the resume.
 import glob
 import os
+import random
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -19,7 +21,11 @@ import hydro
 from conftest import HERE, hydro_env, wait_for
 
 SCRIPT = os.path.join(HERE, "compiled_train.py")
-STEPS = 30
+STEPS = 40
+# Operators only the compiled code dispatches here: inductor's extern matmuls and its buffers (the
+# eager code around it, the optimizer's step, dispatches none of them; eager Linear goes through
+# aten::linear first).
+COMPILED_OPS = ("aten::mm", "aten::addmm", "aten::empty_strided")
 
 
 def run(python, env, stderr, on_step=None):
@@ -47,11 +53,15 @@ def uninterrupted(tmp_path_factory):
 def test_a_compiled_model_pauses_at_an_operator_it_dispatches_and_goes_on_exactly(python, tmp_path, uninterrupted):
     err_path = tmp_path / "stderr"
 
+    def in_compiled_code(text):
+        return any(f"paused at operator {op} " in text for op in COMPILED_OPS)
+
     def pause_once(pid, n):
         # From step 5 (compiled, forward and backward, steps ago) until a pause lands at an operator
-        # of the compiled code: a signal that comes as a step ends pauses at its end instead.
+        # of the compiled code: one that comes as a step ends, or in the optimizer's step, lands there.
         text = err_path.read_text()
-        if n >= 5 and n % 2 and "paused at operator" not in text:
+        if n >= 5 and n % 2 and not in_compiled_code(text):
+            time.sleep(random.uniform(0, 0.01))  # "step n" is printed just before its end: land later
             os.kill(pid, signal.SIGUSR1)
             wait_for(lambda: err_path.read_text().count("paused at") > text.count("paused at"), timeout=120)
             os.kill(pid, signal.SIGUSR2)
@@ -60,7 +70,7 @@ def test_a_compiled_model_pauses_at_an_operator_it_dispatches_and_goes_on_exactl
         status, digest = run(python, hydro_env({"HYDRO_CKPT_DIR": str(tmp_path / "ck")}), err, pause_once)
     text = err_path.read_text()
     assert status == 0, text
-    assert "paused at operator aten::" in text and "resumed" in text, text
+    assert in_compiled_code(text) and "resumed at operator" in text, text
     assert digest == uninterrupted, "a pause changed the compiled model's training"
 
 
