@@ -7,6 +7,7 @@ X' and finally 'weights_digest=<hex>'; checkpoints go to $HYDRO_CKPT_DIR. The sa
 as the C++ hydro-example-loop, so the Slurm path tests run either."""
 import argparse
 import contextlib
+import ctypes
 import hashlib
 import sys
 import time
@@ -35,9 +36,11 @@ def parse():
 
 
 def digest(model):
+    """The weights' bytes, hashed (no numpy: pip's torch does not bring it)."""
     h = hashlib.sha256()
     for v in model.state_dict().values():
-        h.update(v.detach().contiguous().numpy().tobytes())
+        v = v.detach().contiguous()
+        h.update(ctypes.string_at(v.data_ptr(), v.numel() * v.element_size()))
     return h.hexdigest()[:16]
 
 
