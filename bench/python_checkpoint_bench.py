@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """hydro's checkpoints from Python, side by side in one run, interleaved in random order per round,
 each variant after sync(); medians of per-round ratios.
 
@@ -10,7 +10,7 @@ State: a model of large parameters plus AdamW's state after one step (exp_avg, e
   async stall: rt.save() with HYDRO_CKPT_MODE=async (what training waits for) against libc's memcpy
     of the same tensors into buffers allocated once, on one thread (the floor of any snapshot; hydro
     shares its copy with one helper thread where a CPU is free).
-Usage: PYTHONPATH=build/python bench/python_checkpoint_bench.py [DIR] [--sizes 10,100,1000] [--rounds N]"""
+Usage: .venv/bin/python bench/python_checkpoint_bench.py [DIR] [--sizes 10,100,1000] [--rounds N]"""
 import argparse
 import ctypes
 import os
@@ -22,27 +22,7 @@ import time
 import torch
 
 import hydro
-
-
-def state(mb):
-    """A model whose parameters are a third of `mb` (AdamW holds two more copies), after one step."""
-    n = mb * (1 << 20) // 4 // 3
-    chunk = 4 << 20
-    params = torch.nn.ParameterList(
-        torch.nn.Parameter(torch.randn(min(chunk, n - i))) for i in range(0, n, chunk))
-    opt = torch.optim.AdamW(params.parameters(), lr=1e-3)
-    for p in params:
-        p.grad = torch.randn_like(p)
-    opt.step()
-    return params, opt
-
-
-def fsync_path(path, directory=False):
-    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+from python_bench_state import fsync_path, state
 
 
 def torch_save_fsync(model, opt, d):

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """hydro's async checkpoint from Python against torch.distributed.checkpoint.async_save (DCP: one
 process, no process group, its default FileSystemWriter), side by side in one run, interleaved in
 random order per round, each variant after sync(); medians of per-round ratios.
@@ -24,7 +24,7 @@ save, the previous one removed outside the time. Both on the same disk, under DI
     step 2's exact tensors (SHA-256 of every parameter and optimizer tensor), fails to load, loads
     but wrong. For DCP also "fallback": step 1's directory when the newest one fails to load (a
     user who knows which directory was cut short).
-Usage: PYTHONPATH=build/python bench/python_dcp_bench.py [DIR] [--sizes 10,100,1000] [--rounds N]
+Usage: .venv/bin/python bench/python_dcp_bench.py [DIR] [--sizes 10,100,1000] [--rounds N]
        [--kill-trials N] [--kill-mb MB]"""
 import argparse
 import hashlib
@@ -45,22 +45,10 @@ import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.api import CheckpointException
 
 import hydro
+from python_bench_state import fsync_path, state
 
 SEED = 20240611
 STEPS = (1, 2)
-
-
-def state(mb):
-    """A model whose parameters are a third of `mb` (AdamW holds two more copies), after one step."""
-    n = mb * (1 << 20) // 4 // 3
-    chunk = 4 << 20
-    params = torch.nn.ParameterList(
-        torch.nn.Parameter(torch.randn(min(chunk, n - i))) for i in range(0, n, chunk))
-    opt = torch.optim.AdamW(params.parameters(), lr=1e-3)
-    for p in params:
-        p.grad = torch.randn_like(p)
-    opt.step()
-    return params, opt
 
 
 def tensors(model, opt):
@@ -81,14 +69,6 @@ def bump(model, opt):
     """Step 2's state: every tensor changed."""
     for t in tensors(model, opt):
         t.add_(1)
-
-
-def fsync_path(path, directory=False):
-    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def dcp_save(model, opt, d):

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """hydro's pause from Python, side by side in one run, against HydroJobSche's design as the peer.
 
 The peer, written from its description: Python forward and backward hooks on every leaf module
@@ -15,7 +15,7 @@ set, and sleep-polls every 1 ms while paused.
 Models: A = MLP 64-256-256-10, batch 64; B = MLP 64-64-10, batch 16; SGD with momentum, one thread
 (torch's and OpenBLAS's). Training runs on the main thread, as a user's script does; another
 process sends the signals, as Slurm does.
-Usage: PYTHONPATH=build/python bench/python_pause_bench.py [--blocks N] [--pauses N]"""
+Usage: .venv/bin/python bench/python_pause_bench.py [--blocks N] [--pauses N]"""
 import argparse
 import ctypes
 import os
