@@ -92,8 +92,8 @@ std::map<SamplerCase, std::vector<size_t>> compute(std::string* error) {
   std::string text;
   int rc = run_python(script, &text);
   if (rc != 0) {
-    *error = std::string(HYDRO_TEST_PYTHON) + " with torch.utils.data.DistributedSampler failed (exit status " + std::to_string(rc) +
-             "); " + python_torch_problem();
+    *error = std::string(HYDRO_TEST_PYTHON) + " with torch.utils.data.DistributedSampler failed (exit status " +
+             std::to_string(rc) + "); " + python_torch_problem();
     return cases;
   }
   std::istringstream lines(text);

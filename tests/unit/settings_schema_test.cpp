@@ -19,6 +19,31 @@ std::string slurp(const std::string& path) {
   return s.str();
 }
 
+// Every part names a variable as env_name(Setting::x): each Setting is the row of its own name.
+TEST(SettingsSchema, EachSettingIsTheRowOfItsVariable) {
+  const std::vector<std::pair<Setting, std::string>> names = {
+      {Setting::pause, "HYDRO_PAUSE"},
+      {Setting::checkpoint_dir, "HYDRO_CKPT_DIR"},
+      {Setting::checkpoint_every, "HYDRO_CKPT_EVERY"},
+      {Setting::keep_last, "HYDRO_KEEP_LAST"},
+      {Setting::checkpoint_mode, "HYDRO_CKPT_MODE"},
+      {Setting::max_restarts, "HYDRO_MAX_RESTARTS"},
+      {Setting::restarts, "HYDRO_RESTARTS"},
+      {Setting::time_limit_margin, "HYDRO_TIME_LIMIT_MARGIN"},
+      {Setting::signals, "HYDRO_SIGNALS"},
+      {Setting::cuda_release, "HYDRO_CUDA_RELEASE"},
+      {Setting::direct_io, "HYDRO_CKPT_DIRECT_IO"},
+      {Setting::suspend_checkpoint, "HYDRO_SUSPEND_CHECKPOINT"},
+      {Setting::store_timeout, "HYDRO_STORE_TIMEOUT"},
+      {Setting::resume_from, "HYDRO_RESUME_FROM"},
+  };
+  ASSERT_EQ(names.size(), settings_schema().size()) << "a row without a Setting, or a Setting without a row";
+  for (const auto& [setting, name] : names) {
+    EXPECT_EQ(env_name(setting), name);
+    EXPECT_EQ(&setting_row(setting), &setting_row(name));
+  }
+}
+
 TEST(SettingsSchema, ChecksEachKindAndNamesTheSource) {
   EXPECT_TRUE(check_setting(setting_row("HYDRO_KEEP_LAST"), "5", "HYDRO_KEEP_LAST").ok());
   EXPECT_EQ(check_setting(setting_row("HYDRO_KEEP_LAST"), "-1", "--hydro-keep-last").message(),

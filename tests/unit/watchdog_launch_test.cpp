@@ -192,7 +192,8 @@ TEST(WatchdogLaunch, BadWatchdogFileIsAClearError) {
 // The build's interpreter (HYDRO_PYTHON) with torch: the worker uses
 // torch.distributed.elastic.timer.FileTimerClient unchanged.
 void require_python_torch() {
-  int rc = std::system((std::string(HYDRO_TEST_PYTHON) + " -c 'import torch.distributed.elastic.timer' 2>/dev/null").c_str());
+  int rc = std::system(
+      (std::string(HYDRO_TEST_PYTHON) + " -c 'import torch.distributed.elastic.timer' 2>/dev/null").c_str());
   ASSERT_EQ(rc, 0) << "these tests need " << HYDRO_TEST_PYTHON << " with torch: run scripts/setup";
 }
 
@@ -200,9 +201,9 @@ TEST(WatchdogLaunch, TorchFileTimerClientHangIsKilled) {
   require_python_torch();
   if (HasFatalFailure()) return;
   test::TempDir t;
-  LaunchResult r = launch(
-      {"--watchdog-file", t.path + "/timers", "--", HYDRO_TEST_PYTHON, HYDRO_WATCHDOG_WORKER_PY, "hang", t.path},
-      {"SLURM_JOB_ID="}, t.path);
+  LaunchResult r =
+      launch({"--watchdog-file", t.path + "/timers", "--", HYDRO_TEST_PYTHON, HYDRO_WATCHDOG_WORKER_PY, "hang", t.path},
+             {"SLURM_JOB_ID="}, t.path);
   ASSERT_FALSE(r.timed_out) << r.err;
   EXPECT_EQ(WEXITSTATUS(r.status), kExitRequeue) << r.err;
   expect_group_killed(t.path, r.err);
