@@ -42,6 +42,8 @@ if(hydro_torch_rc EQUAL 0 AND hydro_torch_prefix)
   # their RPATH ($ORIGIN/../../nvidia/*/lib), which the loader follows but the linker does not: a
   # program linked against them would take an older NCCL from the system's directories (the CUDA
   # toolkit's) and fail on its missing symbols. The linker is told where they are.
+  # An installed program finds this libtorch where it is (examples/CMakeLists.txt).
+  set(HYDRO_TORCH_RPATH ${hydro_torch_lib})
   file(GLOB hydro_torch_deps LIST_DIRECTORIES true ${hydro_torch_lib}/../../nvidia/*/lib)
   if(hydro_torch_deps)
     list(JOIN hydro_torch_deps ":" hydro_torch_deps)
