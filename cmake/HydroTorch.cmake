@@ -23,14 +23,17 @@ if(hydro_torch_rc EQUAL 0 AND hydro_torch_prefix)
   endif()
   # torch's CMake files look for libtorch.so and libc10.so by name, the system's directories
   # before the torch's own: with Debian's libtorch-dev installed too, they would take its 1.13.
-  # Name the torch's own first.
+  # Name the torch's own first; HYDRO_TORCH_NAMED_LIBS names them again for find_package(hydro)
+  # (cmake/hydroConfig.cmake.in).
   get_filename_component(hydro_torch_lib ${hydro_torch_prefix}/../../lib ABSOLUTE)
+  set(HYDRO_TORCH_NAMED_LIBS "")
   foreach(pair TORCH_LIBRARY:torch c10_LIBRARY:c10 C10_CUDA_LIBRARY:c10_cuda CAFFE2_NVRTC_LIBRARY:caffe2_nvrtc)
     string(REPLACE ":" ";" pair ${pair})
     list(GET pair 0 var)
     list(GET pair 1 lib)
     if(EXISTS ${hydro_torch_lib}/lib${lib}.so)
       set(${var} ${hydro_torch_lib}/lib${lib}.so CACHE FILEPATH "libtorch's ${lib}, from ${HYDRO_PYTHON}'s torch")
+      string(APPEND HYDRO_TORCH_NAMED_LIBS "  set(${var} \"${${var}}\" CACHE FILEPATH \"the lib${lib}.so hydro was built against\")\n")
     endif()
   endforeach()
   list(PREPEND CMAKE_PREFIX_PATH ${hydro_torch_prefix})
@@ -38,12 +41,12 @@ if(hydro_torch_rc EQUAL 0 AND hydro_torch_prefix)
   if(NOT TORCH_LIBRARY MATCHES "^${hydro_torch_lib}/")
     message(FATAL_ERROR "hydro: ${HYDRO_PYTHON}'s torch is in ${hydro_torch_lib}, but CMake found its libtorch at ${TORCH_LIBRARY}")
   endif()
+  # An installed program finds this libtorch where it is (examples/ and runtime/CMakeLists.txt).
+  set(HYDRO_TORCH_RPATH ${hydro_torch_lib})
   # A pip torch's libraries find CUDA's (cuDNN, NCCL, ...) in the nvidia packages beside it through
   # their RPATH ($ORIGIN/../../nvidia/*/lib), which the loader follows but the linker does not: a
   # program linked against them would take an older NCCL from the system's directories (the CUDA
   # toolkit's) and fail on its missing symbols. The linker is told where they are.
-  # An installed program finds this libtorch where it is (examples/CMakeLists.txt).
-  set(HYDRO_TORCH_RPATH ${hydro_torch_lib})
   file(GLOB hydro_torch_deps LIST_DIRECTORIES true ${hydro_torch_lib}/../../nvidia/*/lib)
   if(hydro_torch_deps)
     list(JOIN hydro_torch_deps ":" hydro_torch_deps)

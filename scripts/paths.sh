@@ -15,3 +15,14 @@ venv=${HYDRO_VENV:-$hydro_top/.venv}
 build_python() {
   sed -n 's/^HYDRO_PYTHON:FILEPATH=//p' "$1/CMakeCache.txt" 2>/dev/null || true
 }
+
+# point_at_build PYTHON BUILD: PYTHON finds BUILD's hydro package from any directory, and reads its
+# hydro-autopause.pth (zero lines for pause under --hydro-pause=on), through a hydro-build.pth in
+# its site directory. `cmake --install` or `pip install .` put both there instead.
+point_at_build() {
+  local site
+  site=$("$1" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
+  mkdir -p "$site"
+  printf 'import site; site.addsitedir(%s)\n' "'$2/python'" >"$site/hydro-build.pth"
+  echo "$1 imports hydro from $2/python ($site/hydro-build.pth)"
+}

@@ -19,7 +19,7 @@ srun "$launch" -- "$python" "$top/examples/loop.py" --steps 300 --log-every 10 2
 echo "batch shell: the pipe ended with status \$?"
 SCRIPT
 job=$(sbatch --parsable --hydro-pause=on -o "$work/batch.log" "$work/job.sh") || fail "sbatch failed"
-note "job $job: srun hydro-launch -- python3 examples/loop.py | tee"
+note "job $job: srun hydro-launch -- $python examples/loop.py | tee"
 wait_state "$job" RUNNING
 wait_for "$log" "started $python as pid" 60
 grep -q '^step ' "$log" && fail "the program trained before the test could pause it early"
