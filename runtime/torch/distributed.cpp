@@ -1,10 +1,15 @@
 // Gloo process groups over a TCPStore: the one translation unit that includes Gloo's headers.
+// Some torch wheels (2.11's from PyPI) ship ProcessGroupGloo.hpp without the gloo headers it
+// includes: there join_gloo_group fails with that reason, and the rest works on any group.
+#if __has_include(<gloo/algorithm.h>)
+#define HYDRO_HAS_GLOO 1
 #ifndef USE_C10D_GLOO
 #define USE_C10D_GLOO
 #endif
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#endif
 #include "hydro/distributed.h"
 
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <cstring>
@@ -27,6 +32,12 @@ std::vector<torch::Tensor> state_of(torch::nn::Module& module) {
 }  // namespace
 
 std::shared_ptr<Group> join_gloo_group(std::chrono::milliseconds timeout) {
+#ifndef HYDRO_HAS_GLOO
+  (void)timeout;
+  throw std::runtime_error("hydro: join_gloo_group: this libtorch (" TORCH_VERSION
+                           ") ships no gloo headers, so hydro was built without its Gloo helper; "
+                           "create the process group with torch's own API");
+#else
   auto group = std::make_shared<Group>();
   Status st = DistEnv::from_env(&group->env);
   throw_if_error(st);
@@ -51,6 +62,7 @@ std::shared_ptr<Group> join_gloo_group(std::chrono::milliseconds timeout) {
   log("rank " + std::to_string(env.rank) + " of " + std::to_string(env.world_size) + " joined the Gloo group at " +
       where);
   return group;
+#endif
 }
 
 void broadcast_parameters(Group& group, torch::nn::Module& module) {
