@@ -4,7 +4,8 @@
 # checkout, built against that torch by pyproject.toml (scikit-build-core). Then, with nothing of
 # the build on the path, that interpreter runs examples/loop.py under srun hydro-launch on a real
 # Slurm (suspended, resumed, requeued, ending bit-for-bit: suspend_requeue.sh), and the .pth hook
-# pauses an unchanged script (python_autopause.sh). `pip wheel` makes the wheel it installs from.
+# pauses an unchanged script (python_autopause.sh). One build: pip install builds the wheel it
+# installs, and its RECORD says what the wheel held.
 source "$(dirname "$0")/lib.sh"
 proctrack=${1:-cgroup}
 work=$(mktemp -d /tmp/hydro-pip.XXXXXX)
@@ -16,28 +17,16 @@ note "a fresh virtual environment, then pip install $torch_pin"
 pip=("$work/venv/bin/pip" --disable-pip-version-check -q)
 "${pip[@]}" install "$torch_pin" >"$work/pip-torch.log" 2>&1 || { tail -20 "$work/pip-torch.log"; fail "pip install $torch_pin failed"; }
 
-note "pip wheel $top, then pip install the wheel"
-(cd "$work" && "${pip[@]}" wheel --no-deps -w "$work/wheels" "$top") >"$work/pip-wheel.log" 2>&1 ||
-  { tail -40 "$work/pip-wheel.log"; fail "pip wheel failed"; }
-wheel=$(ls "$work"/wheels/hydro-*.whl) || fail "pip wheel made no hydro wheel"
-note "made $(basename "$wheel")"
-listing=$("$work/venv/bin/python" - "$wheel" <<'PY'
-import sys, zipfile
-z = zipfile.ZipFile(sys.argv[1])
-for n in z.namelist():
-    print(n)
-    if n.endswith(".dist-info/METADATA"):
-        print("\n".join("  " + l for l in z.read(n).decode().splitlines() if l.startswith("License")))
-PY
-)
+note "pip install $top"
+(cd "$work" && "${pip[@]}" install "$top") >"$work/pip-hydro.log" 2>&1 || { tail -40 "$work/pip-hydro.log"; fail "pip install $top failed"; }
+site=$("$work/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
+# What the wheel held, as pip recorded it: its RECORD and its METADATA's license.
+dist=$(ls -d "$site"/hydro-*.dist-info) || fail "pip install left no hydro dist-info in $site"
+listing=$(cut -d, -f1 "$dist/RECORD"; grep '^License' "$dist/METADATA" | sed 's/^/  /')
 for f in hydro-autopause.pth _hydro_autopause.py hydro/__init__.py hydro/_build.py 'hydro/_C\..*\.so' 'hydro/libhydro\.so'; do
   grep -qE "^$f\$" <<<"$listing" || fail "the wheel has no $f: $listing"
 done
 grep -q 'License-Expression: Apache-2.0' <<<"$listing" || fail "the wheel's metadata names no Apache-2.0 license"
-
-note "pip install $top"
-(cd "$work" && "${pip[@]}" install "$top") >"$work/pip-hydro.log" 2>&1 || { tail -40 "$work/pip-hydro.log"; fail "pip install $top failed"; }
-site=$("$work/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
 [ -f "$site/hydro-autopause.pth" ] || fail "pip install put no hydro-autopause.pth in $site"
 where=$(cd / && env -u PYTHONPATH "$work/venv/bin/python" -c 'import hydro, torch; print(hydro.__file__, torch.__version__)') ||
   fail "the venv cannot import hydro"
