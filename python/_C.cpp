@@ -197,6 +197,12 @@ void bind_runtime(py::module_& m) {
           py::arg("name"), py::arg("write"), py::arg("read"), py::arg("capture") = py::none())
       .def("resume", &Runtime::resume, py::call_guard<py::gil_scoped_release>())
       .def("step_end", &Runtime::step_end, py::arg("step"), py::call_guard<py::gil_scoped_release>())
+      .def(
+          "watch_collectives",
+          [](Runtime& rt, double seconds) {
+            rt.watch_collectives(std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)));
+          },
+          py::arg("seconds"), py::call_guard<py::gil_scoped_release>())
       .def("save", &Runtime::save, py::arg("step"), py::arg("keep_always") = false,
            py::call_guard<py::gil_scoped_release>())
       .def("wait_idle", &Runtime::wait_idle, py::call_guard<py::gil_scoped_release>())
@@ -274,6 +280,10 @@ void bind_functions(py::module_& m) {
     return d;
   });
   m.def("start_pause_only", &start_pause_only, py::call_guard<py::gil_scoped_release>());
+  m.def("pause_enabled", [] {
+    Settings s;
+    return Settings::from_env(&s).ok() && s.pause;
+  });
   m.def("arm_pause_now", &arm_pause_now, py::arg("signo"));
   m.def("pause_signals", &pause_signals_from_env);
   m.def("signal_handlers_installed", &SignalBridge::running);

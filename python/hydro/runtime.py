@@ -6,7 +6,7 @@ import weakref
 
 import torch
 
-from . import _C, _pause
+from . import _C, _pause, groups
 from .snapshot import Snapshot
 
 
@@ -87,6 +87,7 @@ class Runtime:
             _pause.uninstall()
             raise
         _live.add(self)
+        groups.on_timeout(self._watch_collectives)
         _workers_leave_sigterm_to_the_training_process()
         self._names = []
         self.track(self.PYTHON_RNG, _PythonRNG())
@@ -121,6 +122,11 @@ class Runtime:
         checkpoint was committed because SIGTERM came: exit with hydro.EXIT_REQUEUE."""
         return self._c.step_end(step)
 
+    def _watch_collectives(self, timeout):
+        # hydro.groups: the process groups' own timeout, which hydro watches in running time.
+        if self._c is not None:
+            self._c.watch_collectives(timeout.total_seconds())
+
     def save(self, step, keep_always=False):
         """Commits a checkpoint now (async mode: starts it) and returns its directory.
         keep_always=True (force_save): HYDRO_KEEP_LAST never removes it."""
@@ -134,6 +140,7 @@ class Runtime:
         """Waits for background writes, leaves the ranks' store and removes the signal handlers.
         The Runtime is closed at exit anyway; close() makes it happen now."""
         if self._c is not None:
+            groups.forget(self._watch_collectives)
             c, self._c = self._c, None
             del c
             _pause.uninstall()

@@ -12,6 +12,7 @@
 #include "hydro/atomic_file.h"
 #include "hydro/checkpoint_dir.h"
 #include "hydro/checkpoint_group.h"
+#include "hydro/hang_watch.h"
 #include "hydro/tcp_store.h"
 #include "compute_threads.h"
 #include "operator_pause.h"
@@ -77,6 +78,7 @@ void Runtime::wait_idle() {
 }
 
 Runtime::~Runtime() {
+  hang_watch_.reset();  // the teardown below is no step: it may take long
   try {
     wait_idle();
   } catch (const std::exception& e) {

@@ -3,11 +3,17 @@
 #include <signal.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
 #include <stdexcept>
 
 #include "hydro/checkpoint_group.h"
+#include "hydro/exit_codes.h"
+#include "hydro/hang_watch.h"
 #include "hydro/log.h"
 #include "hydro/pause_gate.h"
+#include "hydro/watchdog_client.h"
 #include "hydro/runtime.h"
 #include "operator_pause.h"
 #include "raise.h"
@@ -39,10 +45,16 @@ struct Runtime::StepEndPlan {
 
 bool Runtime::step_end(int64_t step) {
   time_last_step();
+  // A step ended: progress for the hang watch, now and once its checkpoint is done.
   struct StampOnReturn {
     std::chrono::steady_clock::time_point* t;
-    ~StampOnReturn() { *t = std::chrono::steady_clock::now(); }
-  } stamp{&last_step_end_};
+    HangWatch* watch;
+    ~StampOnReturn() {
+      *t = std::chrono::steady_clock::now();
+      if (watch) watch->progress();
+    }
+  } stamp{&last_step_end_, hang_watch_.get()};
+  if (hang_watch_) hang_watch_->progress();
   StepEndPlan plan = suspend_at_step_end(step);
   decide_checkpoint(step, &plan);
   if (plan.exit) {
@@ -150,6 +162,40 @@ void Runtime::checkpoint_at(int64_t step, const StepEndPlan& plan) {
     log("checkpoint of step " + std::to_string(step) + " committed in " + path + " before the suspend");
   else if (plan.requested)
     log("checkpoint of step " + std::to_string(step) + " committed in " + path + " (requested); training goes on");
+}
+
+namespace {
+
+std::string secs(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f s", s);
+  return buf;
+}
+
+// A hung rank ends as hydro-launch's watchdog ends one: a timer that has already run out, so that
+// hydro-launch kills it and requeues or restarts the job. Without a watchdog FIFO, or if that
+// does not end it, it exits kExitWatchdog.
+[[noreturn]] void end_hung(double running_s, double held_s, std::chrono::milliseconds timeout) {
+  log("hang: no step ended in " + secs(running_s) + " of running time (" + secs(held_s) +
+      " held, not counted), over the process groups' timeout of " +
+      secs(std::chrono::duration<double>(timeout).count()) +
+      " that hydro watches in torch's place: a rank is hung; ending this one");
+  WatchdogClient watchdog;
+  if (watchdog.enabled() && watchdog.arm("hydro hang watch", 0.001).ok())
+    std::this_thread::sleep_for(std::chrono::seconds(60));
+  std::_Exit(kExitWatchdog);
+}
+
+}  // namespace
+
+void Runtime::watch_collectives(std::chrono::milliseconds timeout) {
+  hang_watch_.reset();
+  if (timeout.count() <= 0) return;
+  hang_watch_ = std::make_unique<HangWatch>(timeout, [timeout](double running_s, double held_s) {
+    end_hung(running_s, held_s, timeout);
+  });
+  log("the process groups' timeout (" + secs(std::chrono::duration<double>(timeout).count()) +
+      ") is watched by hydro in running time: a hold of any length is no hang");
 }
 
 }  // namespace hydro

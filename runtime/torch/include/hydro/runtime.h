@@ -35,6 +35,7 @@
 
 #include <torch/torch.h>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -49,6 +50,7 @@
 
 namespace hydro {
 
+class HangWatch;
 class RankStore;
 class TcpStoreServer;
 class CheckpointGroup;
@@ -90,6 +92,12 @@ class Runtime {
   // no operator ran; checkpoints every HYDRO_CKPT_EVERY steps. Returns false after committing a
   // checkpoint because SIGTERM (checkpoint_exit) arrived: the caller exits with kExitRequeue.
   bool step_end(int64_t step);
+  // The process groups' timeout, which hydro watches in torch's place (they get one no hold can
+  // reach: hydro.groups in Python). From now on, a rank that ends no step in this much running
+  // time, held time left out (hydro/hang_watch.h), is hung: it is ended as hydro-launch's watchdog
+  // ends one (requeued or restarted), or exits kExitWatchdog without a watchdog FIFO. A second call
+  // replaces the first; 0 stops watching.
+  void watch_collectives(std::chrono::milliseconds timeout);
 
   // Commits a checkpoint of the tracked state now (in async mode: starts it). Returns its directory
   // ("" on ranks that write nothing). `keep_always` (force_save): HYDRO_KEEP_LAST never removes it.
@@ -142,6 +150,7 @@ class Runtime {
   // Deleting old checkpoints (HYDRO_KEEP_LAST) runs here after save() returns, so training goes on
   // meanwhile; the next save() waits for it, so it never races a commit.
   BackgroundJob pruner_;
+  std::unique_ptr<HangWatch> hang_watch_;  // watch_collectives()
 };
 
 // atomic_save: torch::save(value, path) made atomic and durable. The archive is streamed to

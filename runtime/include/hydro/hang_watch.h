@@ -1,0 +1,75 @@
+// A hang watch that counts only running time. torch's process groups measure their timeouts in
+// wall-clock time, which a suspend does not stop: hydro gives them a timeout no hold can reach
+// (hydro.groups) and watches for the hang itself here, with the user's timeout.
+//
+// Running time is the time since the last progress() (the end of a step; nothing counts before the
+// first, which may include a resume or a compile that the ranks do at once), less the time the job
+// was held: while the PauseGate has a pause pending (SIGTSTP, hydroctl pause, the map's pause
+// signal), and any gap between the watch's own polls longer than `max_gap` (the process was
+// stopped: SIGSTOP, a cgroup freeze). A rank stopped alone is no hold for its peers: their
+// watches go on counting while they wait for it in a collective.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+namespace hydro {
+
+// The arithmetic, with the clock and the hold passed in (tests drive it directly).
+class RunningClock {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  explicit RunningClock(Clock::duration max_gap) : max_gap_(max_gap) {}
+  // Starts counting again from zero at `now`.
+  void restart(Clock::time_point now);
+  // Counts the time since the last observe() or restart(), unless the job was held or the gap is
+  // longer than max_gap.
+  void observe(Clock::time_point now, bool held);
+  Clock::duration running() const { return running_; }
+  Clock::duration held() const { return held_; }
+
+ private:
+  Clock::duration max_gap_;
+  Clock::time_point last_{};
+  Clock::duration running_{0};
+  Clock::duration held_{0};
+};
+
+class HangWatch {
+ public:
+  using Clock = RunningClock::Clock;
+  // Called once, on the watch's thread, with the running and held seconds since the last progress.
+  using OnHang = std::function<void(double running_s, double held_s)>;
+
+  // `held` says whether the job is held now (default: the PauseGate has a pause pending).
+  HangWatch(std::chrono::milliseconds timeout, OnHang on_hang,
+            std::chrono::milliseconds poll = std::chrono::milliseconds(200), std::function<bool()> held = nullptr);
+  ~HangWatch();  // stops the thread
+  HangWatch(const HangWatch&) = delete;
+  HangWatch& operator=(const HangWatch&) = delete;
+
+  // The job made progress (a step ended): running time starts again from zero. Lock-free.
+  void progress() noexcept { progress_.fetch_add(1, std::memory_order_relaxed); }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+ private:
+  void run();
+
+  std::chrono::milliseconds timeout_;
+  OnHang on_hang_;
+  std::chrono::milliseconds poll_;
+  std::function<bool()> held_;
+  std::atomic<uint64_t> progress_{0};
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace hydro

@@ -1,0 +1,40 @@
+# One rank of a 2-rank gloo job whose own process group has a 2 s timeout: each step all-reduces.
+# Rank 1 sleeps at SLOW_STEP (printing "slow"), so that rank 0 waits for it inside the collective
+# when the test holds or stops them. Prints "done <value>"; the value is 2^(steps+1) - 2.
+#   hold_proof_worker.py plain|runtime_first|group_first RANK PORT STEPS SLOW_STEP
+import datetime
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+mode, rank, port, steps, slow_step = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+if mode != "plain":
+    import hydro
+
+
+def join():
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2,
+                            timeout=datetime.timedelta(seconds=2))
+
+
+rt = None
+if mode == "runtime_first":
+    rt = hydro.Runtime()
+    join()
+elif mode == "group_first":
+    join()
+    rt = hydro.Runtime()
+else:
+    join()
+t = torch.zeros(1)
+for step in range(1, steps + 1):
+    if rank == 1 and step == slow_step:
+        print("slow", flush=True)
+        time.sleep(1.5)
+    t += 1
+    dist.all_reduce(t)
+    if rt is not None:
+        rt.step_end(step)
+print("done", int(t.item()), flush=True)

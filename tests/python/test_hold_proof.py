@@ -1,0 +1,97 @@
+# Issue 32: a suspend longer than the process group's timeout costs a 2-rank job nothing, while a
+# rank that stops alone is still caught as a hang (hydro.groups, hydro/hang_watch.h).
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from conftest import HERE, hydro_env, wait_for
+
+WORKER = os.path.join(HERE, "hold_proof_worker.py")
+STEPS, SLOW = 6, 3
+DONE = f"done {2 ** (STEPS + 1) - 2}"
+TORCH2 = int(torch.__version__.split(".")[0]) >= 2
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(mode, tmp_path, pause="on"):
+    port = free_port()
+    ranks = []
+    for r in range(2):
+        env = hydro_env({"HYDRO_PAUSE": pause, "HYDRO_CKPT_DIR": str(tmp_path / f"r{r}"), "PYTHONUNBUFFERED": "1"})
+        ranks.append(subprocess.Popen([sys.executable, WORKER, mode, str(r), str(port), str(STEPS), str(SLOW)],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
+    assert ranks[1].stdout.readline().strip() == "slow", ranks[1].communicate()
+    time.sleep(0.5)  # rank 0 now waits for rank 1 inside all_reduce
+    return ranks
+
+
+def hold(ranks, seconds, tstp=True):
+    """As Slurm suspends a job: SIGTSTP, SIGSTOP, and SIGCONT after `seconds`."""
+    for p in ranks:
+        if tstp:
+            p.send_signal(signal.SIGTSTP)
+    time.sleep(0.2)
+    for p in ranks:
+        p.send_signal(signal.SIGSTOP)
+    time.sleep(seconds)
+    for p in ranks:
+        p.send_signal(signal.SIGCONT)
+
+
+def finish(ranks):
+    out = [p.communicate(timeout=120) for p in ranks]
+    return [p.returncode for p in ranks], out
+
+
+@pytest.mark.parametrize("tstp", [True, False], ids=["suspend", "freeze"])
+def test_a_hold_three_times_the_timeout_inside_a_collective_costs_nothing(tmp_path, tstp):
+    ranks = start("runtime_first", tmp_path)
+    hold(ranks, 7, tstp)
+    codes, out = finish(ranks)
+    assert codes == [0, 0], out
+    for o, _ in out:
+        assert o.strip().endswith(DONE), out
+
+
+def test_without_hydro_the_same_hold_fails_the_job(tmp_path):
+    # The control: the failure hydro prevents is real on this torch.
+    ranks = start("plain", tmp_path, pause="off")
+    hold(ranks, 7)
+    codes, out = finish(ranks)
+    assert codes != [0, 0], out
+    assert any("Timed out" in err or "Connection closed" in err for _, err in out), out
+
+
+def test_a_group_made_before_the_runtime_is_switched_when_it_starts(tmp_path):
+    ranks = start("group_first", tmp_path)
+    hold(ranks, 7)
+    codes, out = finish(ranks)
+    if TORCH2:
+        assert codes == [0, 0], out
+        assert all(o.strip().endswith(DONE) for o, _ in out), out
+    else:  # torch 1.13 cannot change a group's timeout: the log says to create the Runtime first
+        assert all("create the Runtime first" in err for _, err in out), out
+
+
+def test_a_rank_stopped_alone_is_caught_as_a_hang(tmp_path):
+    ranks = start("runtime_first", tmp_path)
+    ranks[1].send_signal(signal.SIGSTOP)  # not Slurm: rank 1 alone
+    try:
+        wait_for(lambda: ranks[0].poll() is not None, timeout=60)
+    finally:
+        ranks[1].kill()
+    out, err = ranks[0].communicate()
+    assert ranks[0].returncode == 124, (out, err)  # hydro.EXIT_WATCHDOG, no watchdog FIFO here
+    assert "hang: no step ended in" in err, err
+    assert "over the process groups' timeout of 2.0 s" in err, err

@@ -1,0 +1,116 @@
+// The hang watch counts running time only: held time (a pause pending, a stopped process) is no
+// hang, however long; a stretch with no progress and no hold is one.
+#include "hydro/hang_watch.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "fault_fs.h"
+
+namespace hydro {
+namespace {
+
+using namespace std::chrono_literals;
+using test::eventually;
+using Clock = RunningClock::Clock;
+
+TEST(RunningClock, CountsTheTimeBetweenObservations) {
+  RunningClock c(1s);
+  const auto t0 = Clock::now();
+  c.restart(t0);
+  c.observe(t0 + 200ms, false);
+  c.observe(t0 + 500ms, false);
+  EXPECT_EQ(c.running(), 500ms);
+  EXPECT_EQ(c.held(), 0ms);
+}
+
+TEST(RunningClock, LeavesOutHeldTimeAndGapsLongerThanTheMaximum) {
+  RunningClock c(1s);
+  const auto t0 = Clock::now();
+  c.restart(t0);
+  c.observe(t0 + 100ms, false);
+  c.observe(t0 + 1h, true);           // a pause pending for an hour
+  c.observe(t0 + 1h + 100ms, false);
+  c.observe(t0 + 3h, false);          // a gap: the process was stopped
+  c.observe(t0 + 3h + 100ms, false);
+  EXPECT_EQ(c.running(), 300ms);
+  EXPECT_EQ(c.held(), 3h - 200ms);
+  c.restart(t0 + 4h);
+  EXPECT_EQ(c.running(), 0ms);
+}
+
+TEST(HangWatch, CountsNothingBeforeTheFirstProgress) {
+  std::atomic<bool> fired{false};
+  HangWatch w(100ms, [&](double, double) { fired = true; }, 10ms, [] { return false; });
+  std::this_thread::sleep_for(1s);  // a resume, a compile: ten times the timeout
+  EXPECT_FALSE(fired.load());
+  w.progress();
+  EXPECT_TRUE(eventually([&] { return fired.load(); }));
+}
+
+TEST(HangWatch, FiresOnceWhenNoProgressComesWithinTheTimeout) {
+  std::atomic<int> fired{0};
+  HangWatch w(100ms, [&](double running, double) { fired += running >= 0.1 ? 1 : 100; }, 10ms, [] { return false; });
+  w.progress();
+  EXPECT_TRUE(eventually([&] { return fired.load() > 0; }));
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(fired.load(), 1);
+}
+
+TEST(HangWatch, ProgressKeepsItQuiet) {
+  std::atomic<bool> fired{false};
+  HangWatch w(200ms, [&](double, double) { fired = true; }, 10ms, [] { return false; });
+  for (int i = 0; i < 100; ++i) {  // 1 s of steps of 10 ms, five times the timeout
+    w.progress();
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_FALSE(fired.load());
+}
+
+TEST(HangWatch, AHoldCountsNothingAndItsEndCountsAgain) {
+  std::atomic<bool> held{true}, fired{false};
+  HangWatch w(100ms, [&](double, double held_s) { fired = held_s > 0.5; }, 10ms, [&] { return held.load(); });
+  w.progress();
+  std::this_thread::sleep_for(1s);  // ten times the timeout, held
+  EXPECT_FALSE(fired.load());
+  held = false;
+  EXPECT_TRUE(eventually([&] { return fired.load(); }));
+}
+
+// A process stopped for 20 times the timeout (as Slurm's suspend stops every rank), then
+// continued, goes on with its steps and sees no hang; stopped while it makes no progress at all,
+// it does, once it runs again for the timeout.
+int child_exit(bool steps_after_stop) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    std::atomic<bool> fired{false};
+    HangWatch w(200ms, [&](double, double) { fired = true; }, 10ms, [] { return false; });
+    w.progress();
+    const auto end = Clock::now() + 8s;
+    while (Clock::now() < end && !fired) {
+      if (steps_after_stop) w.progress();
+      std::this_thread::sleep_for(5ms);
+    }
+    ::_exit(fired ? 1 : 0);
+  }
+  std::this_thread::sleep_for(50ms);
+  ::kill(pid, SIGSTOP);
+  std::this_thread::sleep_for(4s);
+  ::kill(pid, SIGCONT);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST(HangWatch, AStoppedProcessIsHeldNotHung) { EXPECT_EQ(child_exit(true), 0); }
+
+TEST(HangWatch, NoProgressIsAHangWhateverTheStop) { EXPECT_EQ(child_exit(false), 1); }
+
+}  // namespace
+}  // namespace hydro
