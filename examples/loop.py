@@ -8,6 +8,7 @@ as the C++ hydro-example-loop, so the Slurm path tests run either."""
 import argparse
 import contextlib
 import ctypes
+import datetime
 import hashlib
 import sys
 import time
@@ -30,8 +31,12 @@ def parse():
     p.add_argument("--step-timeout", type=float, default=0,
                    help="arm a watchdog timer of this many seconds around each step (under hydro-launch "
                         "--watchdog-file: a step that hangs longer is killed and the job requeued); 0 = none")
-    p.add_argument("--pg-timeout", type=int, default=1800,
-                   help="with several ranks: seconds a collective may wait for a peer (default 1800)")
+    p.add_argument("--pg-timeout", type=float, default=1800,
+                   help="with several ranks: seconds a collective may wait for a peer (default 1800); "
+                        "under --hydro-pause, time the job is held does not count (hydro.groups)")
+    p.add_argument("--rank-skew-ms", type=int, default=0,
+                   help="the last rank sleeps this long before each backward pass, so that the others "
+                        "wait for it inside the collective (the weights do not change)")
     return p.parse_args()
 
 
@@ -51,8 +56,12 @@ def main():
     net = torch.nn.Sequential(torch.nn.Linear(64, a.hidden), torch.nn.ReLU(), torch.nn.Linear(a.hidden, a.hidden),
                               torch.nn.ReLU(), torch.nn.Linear(a.hidden, 10))
     teacher = torch.randn(64, 10)
-    env = hydro.init_process_group("gloo", timeout=a.pg_timeout)              # ranks
+    env = hydro.dist_env()  # rank, world size, master: torchrun's or the Slurm step's   # ranks
     ranks = env["world_size"] > 1
+    if ranks:  # torch's own call, with the script's own timeout                          # ranks
+        torch.distributed.init_process_group(
+            "gloo", init_method=f"tcp://{env['master_addr']}:{env['master_port']}", rank=env["rank"],
+            world_size=env["world_size"], timeout=datetime.timedelta(seconds=a.pg_timeout))
     model = torch.nn.parallel.DistributedDataParallel(net) if ranks else net  # ranks
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
 
@@ -71,6 +80,8 @@ def main():
             y = (x @ teacher).argmax(1)
             opt.zero_grad()
             loss = F.cross_entropy(model(x), y)
+            if a.rank_skew_ms and env["rank"] == env["world_size"] - 1:
+                time.sleep(a.rank_skew_ms / 1000)
             loss.backward()
             opt.step()
             step += 1

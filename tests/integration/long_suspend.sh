@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Issue 32 on a real Slurm: a 2-task Python job whose own process group (torch's
+# init_process_group, --pg-timeout T) is held longer than T, again and again, and ends bit-for-bit.
+# Rank 1 is the slower (--rank-skew-ms), so rank 0 waits for it inside the collective when a hold
+# lands. Each hold is `scontrol suspend` at a random moment, HOLD seconds, then `scontrol resume`;
+# the last is `hydroctl pause`/`resume`. No rank times out; each logs a pause before each freeze
+# and that hydro watches the groups' timeout in running time; the digests equal a run never held.
+#   long_suspend.sh PROCTRACK PG_TIMEOUT HOLD SUSPENDS
+source "$(dirname "$0")/lib.sh"
+proctrack=${1:-cgroup} pg_timeout=${2:-5} hold=${3:-12} suspends=${4:-2}
+[ "${HYDRO_TEST_PROGRAM:-}" = python ] || fail "long_suspend.sh runs the Python example (HYDRO_TEST_PROGRAM=python)"
+start_cluster "$proctrack"
+
+work=$(mktemp -d /tmp/hydro-it.XXXXXX)
+args=(--steps "${HYDRO_TEST_STEPS:-120}" --log-every 1 --pg-timeout "$pg_timeout" --rank-skew-ms 200)
+rank_log() { echo "$work/rank$1.log"; }
+wait_ranks_advance() { local r; for r in 0 1; do wait_steps "$(rank_log $r)" "$1"; done; }
+wait_every_rank() { local r; for r in 0 1; do wait_count "$(rank_log $r)" "$1" "$2" 30; done; }
+
+note "reference: two ranks, never held"
+want=$(reference_run -n 2 --hydro-pause=on -- "${args[@]}")
+note "reference weights_digest=$want"
+
+export HYDRO_TEST_LOGS="$(rank_log 0) $(rank_log 1) $work/batch.log"
+job=$(sbatch --parsable -n 2 --hydro-pause=on -o "$work/batch.log" \
+  --wrap "srun -n 2 bash -c 'exec $train ${args[*]} >$work/rank\$SLURM_PROCID.log 2>&1'") || fail "sbatch failed"
+note "job $job: 2 tasks, torch's own process group with a ${pg_timeout} s timeout; $suspends suspends of ${hold} s"
+wait_state "$job" RUNNING
+wait_for "$(rank_log 1)" '^step ' 60
+wait_every_rank "watched by hydro in running time" 1
+
+for ((i = 1; i <= suspends; i++)); do
+  wait_ranks_advance 5
+  sleep "0.$((RANDOM % 10))"  # a random moment in the step
+  scontrol suspend "$job"
+  wait_state "$job" SUSPENDED
+  wait_every_rank 'pause requested by SIGTSTP' "$i"
+  note "suspend $i: frozen at steps $(last_step "$(rank_log 0)") and $(last_step "$(rank_log 1)"); held ${hold} s (the timeout is ${pg_timeout} s)"
+  sleep "$hold"
+  scontrol resume "$job"
+  wait_state "$job" RUNNING
+  wait_every_rank 'resume requested by SIGCONT' "$i"
+done
+
+wait_ranks_advance 5
+note "hydroctl pause for ${hold} s"
+"$hydroctl" pause "$job" || fail "hydroctl pause $job failed"
+wait_every_rank 'pause requested by SIGUSR1' 1
+sleep "$hold"
+"$hydroctl" resume "$job" || fail "hydroctl resume $job failed"
+wait_every_rank 'resume requested by SIGUSR2' 1
+wait_ranks_advance 5
+
+wait_state "$job" COMPLETED 600
+cat "$(rank_log 0)" "$(rank_log 1)" | grep -iE 'timed out|Connection closed|hang:' &&
+  fail "a rank timed out or was taken for hung while the job was held"
+mapfile -t got < <(cat "$(rank_log 0)" "$(rank_log 1)" | grep -oP '^weights_digest=\K\w+')
+[ ${#got[@]} = 2 ] && [ "${got[0]}" = "$want" ] && [ "${got[1]}" = "$want" ] ||
+  fail "weights differ from the run never held: ${got[*]} vs $want"
+note "both ranks weights_digest=$want after $suspends suspends and a hydroctl pause of ${hold} s each, ${pg_timeout} s timeout"
+rm -rf "$work"
+echo "PASS long_suspend ($proctrack, timeout ${pg_timeout} s, holds of ${hold} s)"
