@@ -79,6 +79,7 @@ int main(int argc, char** argv) {
       hydro::broadcast_parameters(*group, *model);                         // ranks
     }
     hydro::Runtime hydro;                  // hydro
+    if (group) hydro.watch_collectives(group->timeout);  // ranks: a hold of any length is no hang
     hydro.track("model", *model);          // hydro
     hydro.track("optimizer", optimizer);   // hydro
     const int64_t first = hydro.resume();  // hydro: resume

@@ -64,6 +64,7 @@ int train(const Options& o) {
   hydro::InterruptibleDistributedSampler sampler(*dataset.size(), world, rank, o.seed);
 
   hydro::Runtime hydro;                 // hydro
+  if (group) hydro.watch_collectives(group->timeout);  // ranks: a hold of any length is no hang
   hydro.track("model", *model);         // hydro
   hydro.track("optimizer", optimizer);  // hydro
   hydro.track("sampler", sampler);      // hydro

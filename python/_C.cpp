@@ -18,6 +18,7 @@
 #include "hydro/atomic_file.h"
 #include "hydro/dist_env.h"
 #include "hydro/exit_codes.h"
+#include "hydro/hang_watch.h"
 #include "hydro/log.h"
 #include "hydro/pause_gate.h"
 #include "hydro/runtime.h"
@@ -280,6 +281,7 @@ void bind_functions(py::module_& m) {
     return d;
   });
   m.def("start_pause_only", &start_pause_only, py::call_guard<py::gil_scoped_release>());
+  m.attr("HOLD_PROOF_SECONDS") = std::chrono::duration_cast<std::chrono::seconds>(kHoldProof).count();
   m.def("pause_enabled", [] {
     Settings s;
     return Settings::from_env(&s).ok() && s.pause;

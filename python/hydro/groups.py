@@ -23,8 +23,8 @@ import torch.distributed as dist
 
 from . import _C
 
-# Longer than any hold: one year. torch adds it to steady_clock time (int64 ns) safely.
-HOLD_PROOF = datetime.timedelta(days=365)
+# Longer than any hold (hydro::kHoldProof, hydro/hang_watch.h).
+HOLD_PROOF = datetime.timedelta(seconds=_C.HOLD_PROOF_SECONDS)
 
 _timeouts = []     # the timeouts the script asked for, one per group created
 _unproofed = []    # groups created with the asked timeout, before a Runtime watched (None: default)

@@ -15,7 +15,9 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "hydro/hang_watch.h"
 #include "hydro/log.h"
+#include "hydro/settings.h"
 #include "raise.h"
 
 namespace hydro {
@@ -50,7 +52,11 @@ std::shared_ptr<Group> join_gloo_group(std::chrono::milliseconds timeout) {
     opts.numWorkers = static_cast<size_t>(env.world_size);
     opts.timeout = timeout;
     group->store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, opts);
-    auto gloo = c10d::ProcessGroupGloo::Options::create(timeout);
+    group->timeout = timeout;
+    Settings settings;
+    const bool held = Settings::from_env(&settings).ok() && settings.pause;  // Group::timeout
+    auto gloo = c10d::ProcessGroupGloo::Options::create(
+        held ? std::chrono::duration_cast<std::chrono::milliseconds>(kHoldProof) : timeout);
     gloo->devices.push_back(loopback(env.master_addr) ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
                                                       : c10d::ProcessGroupGloo::createDefaultDevice());
     group->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(group->store, env.rank, env.world_size, gloo);

@@ -20,6 +20,10 @@
 
 namespace hydro {
 
+// torch's timeout for a process group whose own timeout hydro watches: longer than any hold (a
+// year; added to steady_clock's int64 nanoseconds safely). hydro.groups uses it too.
+constexpr std::chrono::hours kHoldProof{24 * 365};
+
 // The arithmetic, with the clock and the hold passed in (tests drive it directly).
 class RunningClock {
  public:

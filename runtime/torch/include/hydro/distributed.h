@@ -43,12 +43,15 @@ struct Group {
   DistEnv env;
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<Collectives> pg;
+  // The timeout asked for. With HYDRO_PAUSE on, the collectives get kHoldProof instead, which no
+  // hold reaches: pass this one to Runtime::watch_collectives, which watches it in running time.
+  std::chrono::milliseconds timeout{0};
   int rank() const { return env.rank; }
   int size() const { return env.world_size; }
 };
 
-// Joins every rank of the job (DistEnv::from_env). `timeout` bounds the rendezvous and every
-// collective. Throws std::runtime_error naming the variable or the address on failure.
+// Joins every rank of the job (DistEnv::from_env). `timeout` bounds the rendezvous and, unless
+// HYDRO_PAUSE is on (see Group::timeout), every collective. Throws std::runtime_error naming the variable or the address on failure.
 std::shared_ptr<Group> join_gloo_group(std::chrono::milliseconds timeout);
 
 // Replaces every rank's parameters and buffers with rank 0's.
