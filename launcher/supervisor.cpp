@@ -67,12 +67,16 @@ pid_t spawn(const std::vector<std::string>& command, const sigset_t& old_mask, c
   ::_exit(127);
 }
 
-// With HYDRO_PAUSE=on, the program's pause signals, to start it with blocked.
+// The program's pause signals, to start it with blocked, unless it will not pause: by the runtime's
+// own rule (Settings::pause_from_env), HYDRO_PAUSE unset is on. A pause that comes before the runtime is
+// up then waits, pending, instead of ending the program (exit 138 for SIGUSR1). A program that
+// uses these signals itself runs with HYDRO_PAUSE=off, or another HYDRO_SIGNALS map.
 sigset_t held_signals(const SignalMap& map) {
   sigset_t none;
   sigemptyset(&none);
-  const char* pause = std::getenv(env_name(Setting::pause));
-  return pause && std::string(pause) == "on" ? map.blocked_until_handled() : none;
+  bool pause = true;
+  if (Settings::pause_from_env(&pause).ok() && !pause) return none;
+  return map.blocked_until_handled();
 }
 
 // One run of the program: hydro-launch's signals, the program's readiness, the watchdog and the

@@ -98,6 +98,11 @@ Status Settings::from_env(Settings* out) {
   return from_env(out, [](const char* v) { return std::getenv(v); });
 }
 
+Status Settings::pause_from_env(bool* pause) {
+  *pause = Settings{}.pause;
+  return read_on_off([](const char* v) { return std::getenv(v); }, env_name(Setting::pause), pause);
+}
+
 std::string default_checkpoint_dir_note() {
   const char* is_default = std::getenv("HYDRO_CKPT_DIR_DEFAULT");
   const char* dir = std::getenv(env_name(Setting::checkpoint_dir));

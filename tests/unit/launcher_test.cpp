@@ -111,11 +111,14 @@ TEST(Launcher, StartsFreshThenResumesFromTheNewestValidCheckpoint) {
   EXPECT_NE(r.err.find("resuming from step 4 (" + ck + "/step-000000000004)"), std::string::npos) << r.err;
 }
 
+// A program that uses the map's signals itself (here SIGUSR2) runs with HYDRO_PAUSE=off: with
+// pausing on (HYDRO_PAUSE unset included), they are hydro's and start blocked.
 TEST(Launcher, ForwardsSignalsToTheProgram) {
   test::TempDir t;
   const std::string script = "trap 'echo got-usr2 > " + t.path + "/got; exit 0' USR2; touch " + t.path +
                              "/ready; while :; do sleep 0.01; done";
-  LaunchResult r = run_launcher({"--", "/bin/sh", "-c", script}, {"SLURM_JOB_ID="}, t.path, SIGUSR2);
+  LaunchResult r =
+      run_launcher({"--", "/bin/sh", "-c", script}, {"SLURM_JOB_ID=", "HYDRO_PAUSE=off"}, t.path, SIGUSR2);
   EXPECT_EQ(WEXITSTATUS(r.status), 0) << r.err;
   EXPECT_EQ(slurp(t.path + "/got"), "got-usr2\n");
   EXPECT_NE(r.err.find("forwarding SIGUSR2 to pid"), std::string::npos) << r.err;
@@ -149,6 +152,22 @@ TEST(Launcher, AnEarlyPauseWaitsBlockedInTheProgramInsteadOfKillingIt) {
                    {"SLURM_JOB_ID=", "HYDRO_PAUSE=on"}, t.path, SIGUSR1);
   ASSERT_TRUE(WIFEXITED(r.status)) << r.err;
   EXPECT_EQ(WEXITSTATUS(r.status), 0) << r.err;
+}
+
+// HYDRO_PAUSE unset is on, for hydro-launch as for the runtime (Settings::from_env): a pause that
+// reaches hydro-launch in the program's first moments waits in it, pending, and does not end it
+// (it did, with exit 138, when only HYDRO_PAUSE=on held it).
+TEST(Launcher, AnEarlyPauseWithHydroPauseUnsetWaitsToo) {
+  test::TempDir t;
+  const std::string script = "touch " + t.path +
+                             "/ready; sleep 0.3; grep -E '^(ShdPnd|SigBlk)' /proc/$$/status > " + t.path + "/status";
+  LaunchResult r = run_launcher({"--", "/bin/bash", "-c", script}, {"SLURM_JOB_ID=", "HYDRO_PAUSE="}, t.path, SIGUSR1);
+  ASSERT_TRUE(WIFEXITED(r.status)) << r.err;
+  EXPECT_EQ(WEXITSTATUS(r.status), 0) << r.err;
+  const std::string st = slurp(t.path + "/status");
+  unsigned long long blocked = 0, pending = 0;
+  ASSERT_EQ(std::sscanf(st.c_str(), "ShdPnd: %llx SigBlk: %llx", &pending, &blocked), 2) << st;
+  EXPECT_EQ(pending & (1ull << (SIGUSR1 - 1)), 1ull << (SIGUSR1 - 1)) << st;
 }
 
 // Helpers (scontrol show job, scontrol requeue) start with no signal blocked: hydro-launch blocks
@@ -207,13 +226,15 @@ TEST(Launcher, ARequeueSignalBeforeTheRuntimeIsUpIsHeldUntilItIs) {
 }
 
 // The job's signal map (HYDRO_SIGNALS, from --hydro-signals or the admin's signals:) is what
-// hydro-launch forwards, and its checkpoint_exit is what it asks a checkpoint-and-exit with.
+// hydro-launch forwards, and its checkpoint_exit is what it asks a checkpoint-and-exit with. (The
+// program traps the pause signal itself: HYDRO_PAUSE=off, else it starts with it held.)
 TEST(Launcher, FollowsTheJobsSignalMap) {
   test::TempDir t;
   std::string script =
       "trap 'echo got-pwr > " + t.path + "/got; exit 0' PWR; touch " + t.path + "/ready; while :; do sleep 0.01; done";
   LaunchResult r =
-      run_launcher({"--", "/bin/bash", "-c", script}, {"SLURM_JOB_ID=", "HYDRO_SIGNALS=pause=PWR"}, t.path, SIGPWR);
+      run_launcher({"--", "/bin/bash", "-c", script}, {"SLURM_JOB_ID=", "HYDRO_SIGNALS=pause=PWR", "HYDRO_PAUSE=off"},
+                   t.path, SIGPWR);
   EXPECT_EQ(WEXITSTATUS(r.status), 0) << r.err;
   EXPECT_EQ(slurp(t.path + "/got"), "got-pwr\n");
   EXPECT_NE(r.err.find("forwarding SIGPWR to pid"), std::string::npos) << r.err;

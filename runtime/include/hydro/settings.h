@@ -48,6 +48,9 @@ struct Settings {
   // `getenv` is injectable for tests.
   static Status from_env(Settings* out, const std::function<const char*(const char*)>& getenv);
   static Status from_env(Settings* out);
+  // HYDRO_PAUSE alone, by from_env's rule (unset is on): for hydro-launch, which must not depend
+  // on the program's other settings to know whether the program pauses.
+  static Status pause_from_env(bool* pause);
 };
 
 // When the SPANK plugin chose hydro's default checkpoint directory (HYDRO_CKPT_DIR_DEFAULT=1: pause
