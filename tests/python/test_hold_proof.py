@@ -95,3 +95,34 @@ def test_a_rank_stopped_alone_is_caught_as_a_hang(tmp_path):
     assert ranks[0].returncode == 124, (out, err)  # hydro.EXIT_WATCHDOG, no watchdog FIFO here
     assert "hang: no step ended in" in err, err
     assert "over the process groups' timeout of 2.0 s" in err, err
+
+
+NCCL_CHECK = r'''
+import datetime, json, os, socket
+import torch, torch.distributed as dist
+import hydro
+rt = hydro.Runtime()
+with socket.socket() as s:
+    s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]
+dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1,
+                        timeout=datetime.timedelta(seconds=3))
+print(json.dumps({"heartbeat": os.environ.get("TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC"),
+                  "watched": hydro.groups.collective_timeout().total_seconds(),
+                  "hold_proof": hydro.groups.HOLD_PROOF.total_seconds(),
+                  "nccl_default": hydro.groups._asked(None, "nccl").total_seconds()}))
+'''
+
+
+def test_what_nccl_is_given_without_a_gpu(tmp_path):
+    # The NCCL parts that run without a GPU: the heartbeat monitor's timeout is set before any group
+    # exists, the asked timeout is watched, and NCCL's default (10 min on torch 2) is the one watched
+    # when the script asks for none.
+    import json
+    env = hydro_env({"HYDRO_PAUSE": "on", "HYDRO_CKPT_DIR": str(tmp_path)})
+    out = subprocess.run([sys.executable, "-c", NCCL_CHECK], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["hold_proof"] == 365 * 24 * 3600
+    assert got["heartbeat"] == str(int(got["hold_proof"]))
+    assert got["watched"] == 3
+    assert got["nccl_default"] == (600 if TORCH2 else 1800)
