@@ -79,11 +79,13 @@ int main(int argc, char** argv) {
       hydro::broadcast_parameters(*group, *model);                         // ranks
     }
     hydro::Runtime hydro;                  // hydro
-    if (group) hydro.watch_collectives(group->timeout);  // ranks: a hold of any length is no hang
     hydro.track("model", *model);          // hydro
     hydro.track("optimizer", optimizer);   // hydro
     const int64_t first = hydro.resume();  // hydro: resume
     hydro::WatchdogClient watchdog;        // hydro-launch --watchdog-file's FIFO; without one, timers do nothing
+
+    // ranks: the group's own timeout, watched in running time (a hold of any length is no hang)
+    if (group) hydro.watch_collectives(group->timeout);
     for (int64_t step = first; step < o.steps;) {
       std::optional<hydro::ScopedTimer> timer;  // armed for the whole step, the checkpoint included
       if (o.step_timeout > 0) timer.emplace(watchdog, "step", o.step_timeout);

@@ -64,11 +64,12 @@ int train(const Options& o) {
   hydro::InterruptibleDistributedSampler sampler(*dataset.size(), world, rank, o.seed);
 
   hydro::Runtime hydro;                 // hydro
-  if (group) hydro.watch_collectives(group->timeout);  // ranks: a hold of any length is no hang
   hydro.track("model", *model);         // hydro
   hydro.track("optimizer", optimizer);  // hydro
   hydro.track("sampler", sampler);      // hydro
   hydro::Job job;                       // hydro
+  // ranks: the group's own timeout, watched in running time (a hold of any length is no hang)
+  if (group) hydro.watch_collectives(group->timeout);
   job.steps_per_epoch = static_cast<int64_t>((sampler.size() + world - 1) / world + o.batch - 1) / o.batch;
   job.epoch = [&](int64_t epoch, hydro::JobContext& ctx) {
     sampler.set_epoch(epoch);  // a new shuffle each epoch; a resumed epoch keeps its position

@@ -191,9 +191,8 @@ std::string secs(double s) {
 void Runtime::watch_collectives(std::chrono::milliseconds timeout) {
   hang_watch_.reset();
   if (timeout.count() <= 0) return;
-  hang_watch_ = std::make_unique<HangWatch>(timeout, [timeout](double running_s, double held_s) {
-    end_hung(running_s, held_s, timeout);
-  });
+  hang_watch_ = std::make_unique<HangWatch>(
+      timeout, [timeout](double running_s, double held_s) { end_hung(running_s, held_s, timeout); });
   log("the process groups' timeout (" + secs(std::chrono::duration<double>(timeout).count()) +
       ") is watched by hydro in running time: a hold of any length is no hang");
 }

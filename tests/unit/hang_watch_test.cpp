@@ -35,9 +35,9 @@ TEST(RunningClock, LeavesOutHeldTimeAndGapsLongerThanTheMaximum) {
   const auto t0 = Clock::now();
   c.restart(t0);
   c.observe(t0 + 100ms, false);
-  c.observe(t0 + 1h, true);           // a pause pending for an hour
+  c.observe(t0 + 1h, true);  // a pause pending for an hour
   c.observe(t0 + 1h + 100ms, false);
-  c.observe(t0 + 3h, false);          // a gap: the process was stopped
+  c.observe(t0 + 3h, false);  // a gap: the process was stopped
   c.observe(t0 + 3h + 100ms, false);
   EXPECT_EQ(c.running(), 300ms);
   EXPECT_EQ(c.held(), 3h - 200ms);
@@ -47,7 +47,8 @@ TEST(RunningClock, LeavesOutHeldTimeAndGapsLongerThanTheMaximum) {
 
 TEST(HangWatch, CountsNothingBeforeTheFirstProgress) {
   std::atomic<bool> fired{false};
-  HangWatch w(100ms, [&](double, double) { fired = true; }, 10ms, [] { return false; });
+  HangWatch w(
+      100ms, [&](double, double) { fired = true; }, 10ms, [] { return false; });
   std::this_thread::sleep_for(1s);  // a resume, a compile: ten times the timeout
   EXPECT_FALSE(fired.load());
   w.progress();
@@ -56,7 +57,8 @@ TEST(HangWatch, CountsNothingBeforeTheFirstProgress) {
 
 TEST(HangWatch, FiresOnceWhenNoProgressComesWithinTheTimeout) {
   std::atomic<int> fired{0};
-  HangWatch w(100ms, [&](double running, double) { fired += running >= 0.1 ? 1 : 100; }, 10ms, [] { return false; });
+  HangWatch w(
+      100ms, [&](double running, double) { fired += running >= 0.1 ? 1 : 100; }, 10ms, [] { return false; });
   w.progress();
   EXPECT_TRUE(eventually([&] { return fired.load() > 0; }));
   std::this_thread::sleep_for(100ms);
@@ -65,7 +67,8 @@ TEST(HangWatch, FiresOnceWhenNoProgressComesWithinTheTimeout) {
 
 TEST(HangWatch, ProgressKeepsItQuiet) {
   std::atomic<bool> fired{false};
-  HangWatch w(200ms, [&](double, double) { fired = true; }, 10ms, [] { return false; });
+  HangWatch w(
+      200ms, [&](double, double) { fired = true; }, 10ms, [] { return false; });
   for (int i = 0; i < 100; ++i) {  // 1 s of steps of 10 ms, five times the timeout
     w.progress();
     std::this_thread::sleep_for(10ms);
@@ -75,7 +78,8 @@ TEST(HangWatch, ProgressKeepsItQuiet) {
 
 TEST(HangWatch, AHoldCountsNothingAndItsEndCountsAgain) {
   std::atomic<bool> held{true}, fired{false};
-  HangWatch w(100ms, [&](double, double held_s) { fired = held_s > 0.5; }, 10ms, [&] { return held.load(); });
+  HangWatch w(
+      100ms, [&](double, double held_s) { fired = held_s > 0.5; }, 10ms, [&] { return held.load(); });
   w.progress();
   std::this_thread::sleep_for(1s);  // ten times the timeout, held
   EXPECT_FALSE(fired.load());
@@ -90,7 +94,8 @@ int child_exit(bool steps_after_stop) {
   pid_t pid = ::fork();
   if (pid == 0) {
     std::atomic<bool> fired{false};
-    HangWatch w(200ms, [&](double, double) { fired = true; }, 10ms, [] { return false; });
+    HangWatch w(
+        200ms, [&](double, double) { fired = true; }, 10ms, [] { return false; });
     w.progress();
     const auto end = Clock::now() + 8s;
     while (Clock::now() < end && !fired) {

@@ -117,8 +117,7 @@ TEST(Launcher, ForwardsSignalsToTheProgram) {
   test::TempDir t;
   const std::string script = "trap 'echo got-usr2 > " + t.path + "/got; exit 0' USR2; touch " + t.path +
                              "/ready; while :; do sleep 0.01; done";
-  LaunchResult r =
-      run_launcher({"--", "/bin/sh", "-c", script}, {"SLURM_JOB_ID=", "HYDRO_PAUSE=off"}, t.path, SIGUSR2);
+  LaunchResult r = run_launcher({"--", "/bin/sh", "-c", script}, {"SLURM_JOB_ID=", "HYDRO_PAUSE=off"}, t.path, SIGUSR2);
   EXPECT_EQ(WEXITSTATUS(r.status), 0) << r.err;
   EXPECT_EQ(slurp(t.path + "/got"), "got-usr2\n");
   EXPECT_NE(r.err.find("forwarding SIGUSR2 to pid"), std::string::npos) << r.err;
@@ -159,8 +158,8 @@ TEST(Launcher, AnEarlyPauseWaitsBlockedInTheProgramInsteadOfKillingIt) {
 // (it did, with exit 138, when only HYDRO_PAUSE=on held it).
 TEST(Launcher, AnEarlyPauseWithHydroPauseUnsetWaitsToo) {
   test::TempDir t;
-  const std::string script = "touch " + t.path +
-                             "/ready; sleep 0.3; grep -E '^(ShdPnd|SigBlk)' /proc/$$/status > " + t.path + "/status";
+  const std::string script =
+      "touch " + t.path + "/ready; sleep 0.3; grep -E '^(ShdPnd|SigBlk)' /proc/$$/status > " + t.path + "/status";
   LaunchResult r = run_launcher({"--", "/bin/bash", "-c", script}, {"SLURM_JOB_ID=", "HYDRO_PAUSE="}, t.path, SIGUSR1);
   ASSERT_TRUE(WIFEXITED(r.status)) << r.err;
   EXPECT_EQ(WEXITSTATUS(r.status), 0) << r.err;
@@ -232,9 +231,8 @@ TEST(Launcher, FollowsTheJobsSignalMap) {
   test::TempDir t;
   std::string script =
       "trap 'echo got-pwr > " + t.path + "/got; exit 0' PWR; touch " + t.path + "/ready; while :; do sleep 0.01; done";
-  LaunchResult r =
-      run_launcher({"--", "/bin/bash", "-c", script}, {"SLURM_JOB_ID=", "HYDRO_SIGNALS=pause=PWR", "HYDRO_PAUSE=off"},
-                   t.path, SIGPWR);
+  LaunchResult r = run_launcher({"--", "/bin/bash", "-c", script},
+                                {"SLURM_JOB_ID=", "HYDRO_SIGNALS=pause=PWR", "HYDRO_PAUSE=off"}, t.path, SIGPWR);
   EXPECT_EQ(WEXITSTATUS(r.status), 0) << r.err;
   EXPECT_EQ(slurp(t.path + "/got"), "got-pwr\n");
   EXPECT_NE(r.err.find("forwarding SIGPWR to pid"), std::string::npos) << r.err;

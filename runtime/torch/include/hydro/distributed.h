@@ -51,7 +51,8 @@ struct Group {
 };
 
 // Joins every rank of the job (DistEnv::from_env). `timeout` bounds the rendezvous and, unless
-// HYDRO_PAUSE is on (see Group::timeout), every collective. Throws std::runtime_error naming the variable or the address on failure.
+// HYDRO_PAUSE is on (see Group::timeout), every collective. Throws std::runtime_error naming the
+// variable or the address on failure.
 std::shared_ptr<Group> join_gloo_group(std::chrono::milliseconds timeout);
 
 // Replaces every rank's parameters and buffers with rank 0's.
