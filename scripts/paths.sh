@@ -20,9 +20,10 @@ build_python() {
 # hydro-autopause.pth (zero lines for pause under --hydro-pause=on), through a hydro-build.pth in
 # its site directory. `cmake --install` or `pip install .` put both there instead.
 point_at_build() {
-  local site
+  local site dir
+  dir=$(cd "$2" && pwd) || return 1  # absolute: a relative path would follow each caller's directory
   site=$("$1" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
   mkdir -p "$site"
-  printf 'import site; site.addsitedir(%s)\n' "'$2/python'" >"$site/hydro-build.pth"
-  echo "$1 imports hydro from $2/python ($site/hydro-build.pth)"
+  printf 'import site; site.addsitedir(%s)\n' "'$dir/python'" >"$site/hydro-build.pth"
+  echo "$1 imports hydro from $dir/python ($site/hydro-build.pth)"
 }
