@@ -283,8 +283,8 @@ void bind_functions(py::module_& m) {
   m.def("start_pause_only", &start_pause_only, py::call_guard<py::gil_scoped_release>());
   m.attr("HOLD_PROOF_SECONDS") = std::chrono::duration_cast<std::chrono::seconds>(kHoldProof).count();
   m.def("pause_enabled", [] {
-    Settings s;
-    return Settings::from_env(&s).ok() && s.pause;
+    bool pause = true;
+    return Settings::pause_from_env(&pause).ok() && pause;
   });
   m.def("arm_pause_now", &arm_pause_now, py::arg("signo"));
   m.def("pause_signals", &pause_signals_from_env);
