@@ -37,7 +37,18 @@ def parse():
     p.add_argument("--rank-skew-ms", type=int, default=0,
                    help="the last rank sleeps this long before each backward pass, so that the others "
                         "wait for it inside the collective (the weights do not change)")
+    p.add_argument("--rank-skew-end-ms", type=int, default=0,
+                   help="the last rank runs torch operators this long after each optimizer step, so "
+                        "that the others wait for it in the step end's vote, where it pauses at an "
+                        "operator (the weights do not change)")
     return p.parse_args()
+
+
+def busy_in_operators(ms):
+    """Work in torch operators for `ms` milliseconds, whose results are dropped."""
+    a, end = torch.ones(32, 32), time.monotonic() + ms / 1000
+    while time.monotonic() < end:
+        torch.mm(a, a)
 
 
 def digest(model):
@@ -84,6 +95,8 @@ def main():
                 time.sleep(a.rank_skew_ms / 1000)
             loss.backward()
             opt.step()
+            if a.rank_skew_end_ms and env["rank"] == env["world_size"] - 1:
+                busy_in_operators(a.rank_skew_end_ms)
             step += 1
             if step == first + 1:
                 hydro._C.log_line("hydro-example-loop", f"first step done: step {step}")

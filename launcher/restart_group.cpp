@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "hydro/hang_watch.h"
 #include "hydro/log.h"
 
 namespace hydro::launcher {
@@ -129,26 +130,26 @@ RestartGroup::Finish RestartGroup::finish(int generation, std::chrono::milliseco
   if (!client(&c).ok() || !c->add(key("ended-well", generation), 1, &ended).ok()) return Finish::store_gone;
   if (ended == env_.world_size)
     return c->set(key("all-ended-well", generation), "1").ok() ? Finish::all_ended : Finish::store_gone;
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  RunningDeadline deadline(timeout, kWatchSlice);
   std::string ignored;
   do {
     Status st = c->get(key("all-ended-well", generation), kWatchSlice, &ignored);
     if (st.ok()) return Finish::all_ended;
     if (st.code() != Code::not_found) return Finish::store_gone;
     if (called(generation, reason)) return Finish::called;
-  } while (std::chrono::steady_clock::now() < deadline);
+  } while (!deadline.passed());
   return Finish::timed_out;
 }
 
 // Connects both clients (retrying in slices, so that a stop is seen), then waits for each watched
 // generation's call and signals fd().
 void RestartGroup::watch_calls() {
-  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  RunningDeadline deadline(timeout_, kConnectSlice);
   Status st = Status::io("stopped before connecting");
   for (std::unique_ptr<RankStore>* c : {&main_, &watcher_}) {
     do {
       st = connect_tcp_store(env_.master_addr, env_.restart_group_port(), store_scope_from_env(), kConnectSlice, c);
-    } while (!st.ok() && !stop_ && std::chrono::steady_clock::now() < deadline);
+    } while (!st.ok() && !stop_ && !deadline.passed());
     if (!st.ok()) break;
   }
   {

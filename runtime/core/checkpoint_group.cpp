@@ -10,6 +10,7 @@
 
 #include "group_link.h"
 #include "group_message.h"
+#include "hydro/hang_watch.h"
 #include "hydro/manifest.h"
 
 namespace hydro {
@@ -254,9 +255,9 @@ Status CheckpointGroup::leave(std::chrono::milliseconds limit, int* missing) {
   *missing = 0;
   HYDRO_RETURN_IF_ERROR(store_.add("hydro/left", 1, &left));
   if (rank_ != 0) return Status::OK();
-  const auto deadline = std::chrono::steady_clock::now() + limit;
+  RunningDeadline deadline(limit);
   while (left < world_) {
-    if (std::chrono::steady_clock::now() >= deadline) {
+    if (deadline.passed()) {
       *missing = static_cast<int>(world_ - left);
       return Status::not_found(std::to_string(*missing) + " rank(s) did not finish");
     }

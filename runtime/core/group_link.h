@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "group_message.h"
+#include "hydro/hang_watch.h"
 #include "hydro/rank_store.h"
 
 namespace hydro {
@@ -50,12 +51,12 @@ class Link {
         keys.push_back(key(k + std::to_string(r)));
       }
     std::vector<std::optional<std::string>> got;
-    const auto deadline = std::chrono::steady_clock::now() + timeout_;
+    RunningDeadline deadline(timeout_, kGatherSlice);  // a suspend mid-wait counts nothing
     for (;;) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline.left());
       Status s = store_.get_all(keys, std::clamp(left, std::chrono::milliseconds(0), kGatherSlice), &got);
       if (!s.ok() && s.code() != Code::not_found) return Status::io(what + ": " + s.message());
-      if (s.ok() || left <= kGatherSlice || any_failure(got)) break;
+      if (s.ok() || any_failure(got) || deadline.passed()) break;
     }
     texts->assign(static_cast<size_t>(world), std::nullopt);
     *missing = -1;

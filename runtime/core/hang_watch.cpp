@@ -1,5 +1,7 @@
 #include "hydro/hang_watch.h"
 
+#include <algorithm>
+
 #include "hydro/pause_gate.h"
 
 namespace hydro {
@@ -23,6 +25,22 @@ void RunningClock::observe(Clock::time_point now, bool held) {
 namespace {
 bool pause_pending() { return PauseGate::instance().pause_pending(); }
 }  // namespace
+
+RunningDeadline::RunningDeadline(Clock::duration budget, std::chrono::milliseconds looks_every,
+                                 std::function<bool()> held)
+    : clock_(4 * looks_every), budget_(budget), held_(held ? std::move(held) : pause_pending) {
+  clock_.restart(Clock::now());
+}
+
+RunningDeadline::Clock::duration RunningDeadline::left() {
+  clock_.observe(Clock::now(), held_());
+  return budget_ - clock_.running();
+}
+
+std::chrono::milliseconds RunningDeadline::next_wait() {
+  const auto ms = std::chrono::ceil<std::chrono::milliseconds>(left());
+  return std::clamp(ms, std::chrono::milliseconds{0}, kSlice);
+}
 
 HangWatch::HangWatch(std::chrono::milliseconds timeout, OnHang on_hang, std::chrono::milliseconds poll,
                      std::function<bool()> held)

@@ -23,7 +23,7 @@ Status open_from_same_uid(const std::string& credential, const char* who, std::s
 
 }  // namespace
 
-Status handshake_server(int fd, const std::string& scope, Clock::time_point deadline) {
+Status handshake_server(int fd, const std::string& scope, Deadline& deadline) {
   std::string ns, credential, payload;
   HYDRO_RETURN_IF_ERROR(nonce(&ns));
   HYDRO_RETURN_IF_ERROR(
@@ -43,7 +43,7 @@ Status handshake_server(int fd, const std::string& scope, Clock::time_point dead
   return send_frame(fd, std::string(1, kOk) + mine, deadline);
 }
 
-Status handshake_client(int fd, const std::string& scope, Clock::time_point deadline, bool* refused) {
+Status handshake_client(int fd, const std::string& scope, Deadline& deadline, bool* refused) {
   *refused = false;
   std::string hello, nc, credential, reply, payload;
   HYDRO_RETURN_IF_ERROR(recv_frame(fd, kMaxHandshake, deadline, &hello));

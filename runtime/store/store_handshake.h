@@ -14,9 +14,9 @@
 namespace hydro::store {
 
 // OK when the client proved to be this uid and `scope`; otherwise says why it was refused.
-Status handshake_server(int fd, const std::string& scope, Clock::time_point deadline);
+Status handshake_server(int fd, const std::string& scope, Deadline& deadline);
 // OK when the server proved to be this uid and `scope`. *refused is set when the server turned
 // this client away on purpose (another scope): retrying is pointless.
-Status handshake_client(int fd, const std::string& scope, Clock::time_point deadline, bool* refused);
+Status handshake_client(int fd, const std::string& scope, Deadline& deadline, bool* refused);
 
 }  // namespace hydro::store

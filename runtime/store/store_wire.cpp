@@ -11,18 +11,18 @@ namespace hydro::store {
 namespace {
 
 // Waits until `fd` is ready for `events` or the deadline passes.
-Status ready(int fd, short events, Clock::time_point deadline) {
+Status ready(int fd, short events, Deadline& deadline) {
   for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) return Status::io("the ranks' store: timed out on the connection");
+    const auto wait = deadline.next_wait();
+    if (wait.count() <= 0) return Status::io("the ranks' store: timed out on the connection");
     pollfd p{fd, events, 0};
-    int n = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 60000)));
+    int n = ::poll(&p, 1, static_cast<int>(wait.count()));
     if (n > 0) return Status::OK();
     if (n < 0 && errno != EINTR) return Status::from_errno(errno, "the ranks' store: poll");
   }
 }
 
-Status write_all(int fd, const char* p, size_t n, Clock::time_point deadline) {
+Status write_all(int fd, const char* p, size_t n, Deadline& deadline) {
   while (n > 0) {
     HYDRO_RETURN_IF_ERROR(ready(fd, POLLOUT, deadline));
     ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -35,7 +35,7 @@ Status write_all(int fd, const char* p, size_t n, Clock::time_point deadline) {
 }
 
 // Reads exactly n bytes; *closed is set when the peer closed before the first byte.
-Status read_all(int fd, char* p, size_t n, Clock::time_point deadline, bool* closed) {
+Status read_all(int fd, char* p, size_t n, Deadline& deadline, bool* closed) {
   size_t got = 0;
   while (got < n) {
     HYDRO_RETURN_IF_ERROR(ready(fd, POLLIN, deadline));
@@ -63,14 +63,14 @@ uint32_t get_u32(const char* p) {
 
 }  // namespace
 
-Status send_frame(int fd, const std::string& payload, Clock::time_point deadline) {
+Status send_frame(int fd, const std::string& payload, Deadline& deadline) {
   std::string head;
   put_u32(&head, static_cast<uint32_t>(payload.size()));
   HYDRO_RETURN_IF_ERROR(write_all(fd, head.data(), head.size(), deadline));
   return write_all(fd, payload.data(), payload.size(), deadline);
 }
 
-Status recv_frame(int fd, size_t max, Clock::time_point deadline, std::string* payload) {
+Status recv_frame(int fd, size_t max, Deadline& deadline, std::string* payload) {
   char head[4];
   bool closed = false;
   Status s = read_all(fd, head, sizeof head, deadline, &closed);

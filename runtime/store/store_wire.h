@@ -1,5 +1,5 @@
 // The ranks' store's wire: length-prefixed frames over a blocking socket, every read and write
-// bounded by a deadline, and the few fields a request carries.
+// bounded by a deadline in running time, and the few fields a request carries.
 #pragma once
 
 #include <chrono>
@@ -7,11 +7,15 @@
 #include <string>
 #include <vector>
 
+#include "hydro/hang_watch.h"
 #include "hydro/status.h"
 
 namespace hydro::store {
 
 using Clock = std::chrono::steady_clock;
+// Every wait of the store counts running time only: a job suspended for hours, a rank inside a
+// wait included, times nothing out (hang_watch.h).
+using Deadline = RunningDeadline;
 
 constexpr const char* kProtocol = "hydro-store/1";
 constexpr size_t kMaxFrame = 64u << 20;      // a request or a value
@@ -22,9 +26,9 @@ constexpr size_t kMaxHandshake = 64u << 10;  // a frame before the peer is authe
 enum Op : char { kSet = 'S', kGet = 'G', kAdd = 'A', kDelete = 'D', kGetAll = 'W' };
 enum Reply : char { kOk = 'K', kTimeout = 'T', kError = 'E' };
 
-Status send_frame(int fd, const std::string& payload, Clock::time_point deadline);
+Status send_frame(int fd, const std::string& payload, Deadline& deadline);
 // Code::not_found when the peer closed the connection before a frame began.
-Status recv_frame(int fd, size_t max, Clock::time_point deadline, std::string* payload);
+Status recv_frame(int fd, size_t max, Deadline& deadline, std::string* payload);
 
 std::string request(Op op, const std::string& key, const std::string& arg);
 // Splits a request; false if it is malformed.

@@ -30,12 +30,12 @@ class TcpStoreClient : public RankStore {
 
   Status set(const std::string& key, const std::string& value) override {
     std::string body;
-    return call(store::request(store::kSet, key, value), Clock::now() + kReplyMargin, &body, nullptr);
+    return call(store::request(store::kSet, key, value), kReplyMargin, &body, nullptr);
   }
   Status get(const std::string& key, std::chrono::milliseconds timeout, std::string* value) override {
     bool timed_out = false;
     HYDRO_RETURN_IF_ERROR(call(store::request(store::kGet, key, store::encode_i64(timeout.count())),
-                               Clock::now() + timeout + kReplyMargin, value, &timed_out));
+                               timeout + kReplyMargin, value, &timed_out));
     if (timed_out) return Status::not_found("timeout waiting for " + key);
     return Status::OK();
   }
@@ -44,7 +44,7 @@ class TcpStoreClient : public RankStore {
     std::string body;
     HYDRO_RETURN_IF_ERROR(
         call(store::request(store::kGetAll, store::encode_list(keys), store::encode_i64(timeout.count())),
-             Clock::now() + timeout + kReplyMargin, &body, nullptr));
+             timeout + kReplyMargin, &body, nullptr));
     std::vector<std::string> found;
     if (!store::decode_list(body, &found) || found.size() != keys.size())
       return Status::io("the ranks' store at " + where_ + ": a malformed reply to a wait for " +
@@ -65,20 +65,22 @@ class TcpStoreClient : public RankStore {
   Status add(const std::string& key, int64_t delta, int64_t* value) override {
     std::string body;
     HYDRO_RETURN_IF_ERROR(
-        call(store::request(store::kAdd, key, store::encode_i64(delta)), Clock::now() + kReplyMargin, &body, nullptr));
+        call(store::request(store::kAdd, key, store::encode_i64(delta)), kReplyMargin, &body, nullptr));
     if (!store::decode_i64(body, value))
       return Status::io("the ranks' store at " + where_ + ": a malformed reply to add " + key);
     return Status::OK();
   }
   Status remove(const std::string& key) override {
     std::string body;
-    return call(store::request(store::kDelete, key, ""), Clock::now() + kReplyMargin, &body, nullptr);
+    return call(store::request(store::kDelete, key, ""), kReplyMargin, &body, nullptr);
   }
 
  private:
-  Status call(const std::string& req, Clock::time_point deadline, std::string* body, bool* timed_out) {
+  // Sends a request and reads its reply within `budget` of running time.
+  Status call(const std::string& req, Clock::duration budget, std::string* body, bool* timed_out) {
     std::lock_guard<std::mutex> lock(mu_);
     std::string reply;
+    store::Deadline deadline(budget);
     Status s = store::send_frame(fd_, req, deadline);
     if (s.ok()) s = store::recv_frame(fd_, store::kMaxFrame, deadline, &reply);
     if (!s.ok()) return Status::io("the ranks' store at " + where_ + ": " + s.message());
@@ -97,7 +99,7 @@ class TcpStoreClient : public RankStore {
 };
 
 // One connection attempt to any address of host:port, within the deadline. -1 and errno set on failure.
-int dial(const std::string& host, int port, Clock::time_point deadline, std::string* error) {
+int dial(const std::string& host, int port, store::Deadline& deadline, std::string* error) {
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* res = nullptr;
@@ -111,7 +113,7 @@ int dial(const std::string& host, int port, Clock::time_point deadline, std::str
     fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
     if (fd < 0) continue;
     timeval tv{};
-    auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - Clock::now()).count();
+    auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline.left()).count();
     tv.tv_sec = std::max<long long>(1, left / 1000000);
     ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);  // bounds connect()
     if (::connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
@@ -133,14 +135,14 @@ int dial(const std::string& host, int port, Clock::time_point deadline, std::str
 Status connect_tcp_store(const std::string& host, int port, const std::string& scope, std::chrono::milliseconds timeout,
                          std::unique_ptr<RankStore>* out) {
   const std::string where = host + ":" + std::to_string(port);
-  const auto deadline = Clock::now() + timeout;
+  store::Deadline deadline(timeout);
   std::string last = "no attempt";
   do {
     int fd = dial(host, port, deadline, &last);
     if (fd >= 0) {
       bool refused = false;
-      Status s =
-          store::handshake_client(fd, scope, std::min(deadline, Clock::now() + std::chrono::seconds(30)), &refused);
+      store::Deadline handshake(std::min<Clock::duration>(deadline.left(), std::chrono::seconds(30)));
+      Status s = store::handshake_client(fd, scope, handshake, &refused);
       if (s.ok()) {
         *out = std::make_unique<TcpStoreClient>(fd, where);
         return Status::OK();
@@ -150,7 +152,7 @@ Status connect_tcp_store(const std::string& host, int port, const std::string& s
       last = s.message();
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  } while (Clock::now() < deadline);
+  } while (!deadline.passed());
   return Status::io("cannot reach the ranks' store at " + where + " within " + std::to_string(timeout.count() / 1000) +
                     " s: " + last);
 }

@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 #include <vector>
@@ -21,8 +22,6 @@
 #include "store_wire.h"
 
 namespace hydro {
-
-using store::Clock;
 
 struct TcpStoreServer::State {
   int listen_fd = -1;
@@ -56,29 +55,29 @@ void wake(State& st, const std::string& key) {
   if (it != st.waiting.end()) it->second.set.notify_all();
 }
 
-// A request's wait: its timeout argument, from now, within kMaxWaitMs.
-bool deadline_of(const std::string& arg, Clock::time_point* deadline) {
+// A request's wait: its timeout argument, in running time from now, within kMaxWaitMs.
+std::optional<store::Deadline> deadline_of(const std::string& arg) {
   int64_t ms = 0;
-  if (!store::decode_i64(arg, &ms) || ms < 0) return false;
-  *deadline = Clock::now() + std::chrono::milliseconds(std::min(ms, kMaxWaitMs));
-  return true;
+  if (!store::decode_i64(arg, &ms) || ms < 0) return std::nullopt;
+  return store::Deadline(std::chrono::milliseconds(std::min(ms, kMaxWaitMs)));
 }
 
 // Under `lock` on st.mu: until `key` is set, the deadline passes or the server stops.
-void wait_for_key(State& st, std::unique_lock<std::mutex>& lock, const std::string& key, Clock::time_point deadline) {
+void wait_for_key(State& st, std::unique_lock<std::mutex>& lock, const std::string& key, store::Deadline& deadline) {
   auto ready = [&] { return st.stopping || st.data.count(key) > 0; };
   if (ready()) return;
   State::Waiters& w = st.waiting[key];  // a map's nodes stay put while others come and go
   ++w.count;
-  w.set.wait_until(lock, deadline, ready);
+  while (!w.set.wait_for(lock, deadline.next_wait(), ready) && !deadline.passed()) {
+  }
   if (--w.count == 0) st.waiting.erase(key);
 }
 
 std::string get(State& st, const std::string& key, const std::string& arg) {
-  Clock::time_point deadline;
-  if (!deadline_of(arg, &deadline)) return std::string(1, store::kError) + "bad timeout";
+  std::optional<store::Deadline> deadline = deadline_of(arg);
+  if (!deadline) return std::string(1, store::kError) + "bad timeout";
   std::unique_lock<std::mutex> lock(st.mu);
-  wait_for_key(st, lock, key, deadline);
+  wait_for_key(st, lock, key, *deadline);
   auto it = st.data.find(key);
   if (it == st.data.end()) return std::string(1, store::kTimeout);
   return std::string(1, store::kOk) + it->second;
@@ -86,12 +85,12 @@ std::string get(State& st, const std::string& key, const std::string& arg) {
 
 // Every key of the list once all are set, or what is set at the deadline: '+value' or '-' each.
 std::string get_all(State& st, const std::string& list, const std::string& arg) {
-  Clock::time_point deadline;
+  std::optional<store::Deadline> deadline = deadline_of(arg);
   std::vector<std::string> keys;
-  if (!deadline_of(arg, &deadline)) return std::string(1, store::kError) + "bad timeout";
+  if (!deadline) return std::string(1, store::kError) + "bad timeout";
   if (!store::decode_list(list, &keys)) return std::string(1, store::kError) + "bad key list";
   std::unique_lock<std::mutex> lock(st.mu);
-  for (const auto& key : keys) wait_for_key(st, lock, key, deadline);
+  for (const auto& key : keys) wait_for_key(st, lock, key, *deadline);
   std::vector<std::string> found;
   size_t bytes = 0;
   for (const auto& key : keys) {
@@ -145,14 +144,16 @@ std::string answer(State& st, store::Op op, const std::string& key, const std::s
 }
 
 void serve(std::shared_ptr<State> st, int fd) {
-  Status s = store::handshake_server(fd, st->scope, Clock::now() + kHandshakeTime);
+  store::Deadline handshake(kHandshakeTime);
+  Status s = store::handshake_server(fd, st->scope, handshake);
   if (!s.ok() && s.code() != Code::not_found) log("warning: " + s.message());  // not: a port probe
   while (s.ok()) {
     std::string frame, key, arg;
     store::Op op;
-    if (!store::recv_frame(fd, store::kMaxFrame, Clock::now() + std::chrono::hours(24 * 365), &frame).ok()) break;
+    store::Deadline request(kHoldProof), reply(std::chrono::minutes(5));
+    if (!store::recv_frame(fd, store::kMaxFrame, request, &frame).ok()) break;
     if (!store::parse_request(frame, &op, &key, &arg)) break;
-    if (!store::send_frame(fd, answer(*st, op, key, arg), Clock::now() + std::chrono::minutes(5)).ok()) break;
+    if (!store::send_frame(fd, answer(*st, op, key, arg), reply).ok()) break;
   }
   std::lock_guard<std::mutex> lock(st->mu);
   st->fds.erase(fd);

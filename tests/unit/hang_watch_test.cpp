@@ -45,6 +45,26 @@ TEST(RunningClock, LeavesOutHeldTimeAndGapsLongerThanTheMaximum) {
   EXPECT_EQ(c.running(), 0ms);
 }
 
+TEST(RunningDeadline, AHoldCountsNothingAndRunningTimeRunsItOut) {
+  std::atomic<bool> held{true};
+  RunningDeadline d(100ms, RunningDeadline::kSlice, [&] { return held.load(); });
+  for (int i = 0; i < 10; ++i) {  // five times the budget, held
+    std::this_thread::sleep_for(50ms);
+    EXPECT_FALSE(d.passed());
+  }
+  EXPECT_EQ(d.next_wait(), 100ms);
+  held = false;
+  EXPECT_TRUE(eventually([&] { return d.passed(); }));
+  EXPECT_EQ(d.next_wait(), 0ms);
+}
+
+TEST(RunningDeadline, WaitsInSlicesAndLeavesOutAStop) {
+  RunningDeadline d(1s, 10ms, [] { return false; });
+  EXPECT_EQ(d.next_wait(), RunningDeadline::kSlice);
+  std::this_thread::sleep_for(100ms);  // no look for 10 × looks_every: a stop, not running time
+  EXPECT_GT(d.left(), 900ms);
+}
+
 TEST(HangWatch, CountsNothingBeforeTheFirstProgress) {
   std::atomic<bool> fired{false};
   HangWatch w(

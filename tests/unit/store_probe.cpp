@@ -26,7 +26,6 @@
 namespace {
 
 using namespace hydro;
-using store::Clock;
 
 // A client that ignores the server's claimed uid and sends a valid credential of its own uid.
 int attack(const char* host, const char* port, const std::string& scope) {
@@ -35,7 +34,7 @@ int attack(const char* host, const char* port, const std::string& scope) {
   if (::getaddrinfo(host, port, &hints, &res) != 0) return 2;
   int fd = ::socket(res->ai_family, SOCK_STREAM, 0);
   if (::connect(fd, res->ai_addr, res->ai_addrlen) != 0) return 2;
-  auto deadline = Clock::now() + std::chrono::seconds(10);
+  store::Deadline deadline(std::chrono::seconds(10));
   std::string hello, cred, reply;
   Status s = store::recv_frame(fd, store::kMaxHandshake, deadline, &hello);
   std::string ns = hello.substr(hello.find(' ') + 1);

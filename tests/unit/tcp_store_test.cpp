@@ -2,6 +2,7 @@
 // of one job step can do, and that nobody else (another uid, another job step, a peer that does
 // not speak MUNGE, a server of another uid) can read, change or impersonate it.
 #include <arpa/inet.h>
+#include <signal.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -131,6 +132,45 @@ TEST_F(TcpStoreTest, AGetAllWaitsForEveryKeyOrReturnsTheOnesSet) {
   EXPECT_FALSE(v[2].has_value());
   ASSERT_TRUE(a_->get_all({}, milliseconds(0), &v).ok());
   EXPECT_TRUE(v.empty());
+}
+
+// Slurm's suspend stops every process of the step, the store's server with the rank that waits on
+// it. Stopped for 3 times a get's timeout, then continued, the get goes on and takes the key set
+// after the resume: its wait counts running time only. (With wall-clock deadlines it timed out.)
+TEST_F(TcpStoreTest, AGetStoppedLongerThanItsTimeoutGoesOnAfterTheResume) {
+  int ready[2], go[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  ASSERT_EQ(::pipe(go), 0);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    std::unique_ptr<TcpStoreServer> server;
+    std::unique_ptr<RankStore> a, b;
+    if (!TcpStoreServer::start(0, kScope, &server).ok() ||
+        !connect_tcp_store("127.0.0.1", server->port(), kScope, milliseconds(5000), &a).ok() ||
+        !connect_tcp_store("127.0.0.1", server->port(), kScope, milliseconds(5000), &b).ok())
+      ::_exit(2);
+    std::thread setter([&] {
+      char c;
+      if (::read(go[0], &c, 1) == 1) (void)b->set("late", "x");
+    });
+    (void)!::write(ready[1], "r", 1);
+    std::string v;
+    Status s = a->get("late", milliseconds(1000), &v);
+    setter.join();
+    ::_exit(s.ok() && v == "x" ? 0 : 1);
+  }
+  char c;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  std::this_thread::sleep_for(milliseconds(100));
+  ::kill(pid, SIGSTOP);
+  std::this_thread::sleep_for(milliseconds(3000));
+  ::kill(pid, SIGCONT);
+  std::this_thread::sleep_for(milliseconds(300));
+  ASSERT_EQ(::write(go[1], "g", 1), 1);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+  for (int fd : {ready[0], ready[1], go[0], go[1]}) ::close(fd);
 }
 
 // The attack of issue 15: uid nobody cannot add to a vote counter, whether it uses hydro's client

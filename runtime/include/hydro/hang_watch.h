@@ -45,6 +45,30 @@ class RunningClock {
   Clock::duration held_{0};
 };
 
+// A deadline in running time: `budget` from its making, less the time the process was held (a
+// pause pending, or a stop: a gap of more than 4 × `looks_every` between two looks). A wait looks
+// at least that often (next_wait() gives slices of kSlice): a suspend of any length runs out no
+// wait. The ranks' store and the waits built on it count their timeouts with it.
+class RunningDeadline {
+ public:
+  using Clock = RunningClock::Clock;
+  static constexpr std::chrono::milliseconds kSlice{500};
+
+  // `held` as for HangWatch (default: the PauseGate has a pause pending).
+  explicit RunningDeadline(Clock::duration budget, std::chrono::milliseconds looks_every = kSlice,
+                           std::function<bool()> held = nullptr);
+  // The running time left, counted up to now; zero or less once past.
+  Clock::duration left();
+  bool passed() { return left() <= Clock::duration{0}; }
+  // How long the next wait may last: the time left, at most one slice (zero once past).
+  std::chrono::milliseconds next_wait();
+
+ private:
+  RunningClock clock_;
+  Clock::duration budget_;
+  std::function<bool()> held_;
+};
+
 class HangWatch {
  public:
   using Clock = RunningClock::Clock;
