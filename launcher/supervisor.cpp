@@ -28,7 +28,9 @@
 #include "hydro/signal_map.h"
 #include "generations.h"
 #include "preemption.h"
+#include "program_spawn.h"
 #include "requeue.h"
+#include "runtime_pipe.h"
 #include "time_limit.h"
 #include "watchdog.h"
 
@@ -44,40 +46,6 @@ constexpr int kReadyWaitSeconds = 60;
 // proctrack/cgroup Slurm signals only the direct children of slurmstepd, so the program never sees
 // these unless we pass them on.
 constexpr int kAlwaysForwarded[] = {SIGTSTP, SIGCONT, SIGTERM, SIGINT, SIGHUP, SIGQUIT};
-
-// `ready_fd`: the write end of the readiness pipe (hydro/launch_ready.h), kept open in the child.
-// The program starts with hydro-launch's own mask, holding `held` (SignalMap::blocked_for_job,
-// SignalMap::hold): a pause forwarded before its runtime is up waits instead of killing it.
-pid_t spawn(const std::vector<std::string>& command, const sigset_t& old_mask, const sigset_t& held, int ready_fd) {
-  pid_t pid = ::fork();
-  if (pid != 0) return pid;
-  ::setpgid(0, 0);
-  ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
-  SignalMap::hold(held);
-  struct stat st;
-  if (ready_fd >= 0 && ::fstat(ready_fd, &st) == 0 && ::fcntl(ready_fd, F_SETFD, 0) == 0) {
-    ::setenv(kLaunchReadyEnv, std::to_string(ready_fd).c_str(), 1);
-    ::setenv(kLaunchReadyInoEnv, std::to_string(st.st_ino).c_str(), 1);
-  }
-  std::vector<char*> argv;
-  for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  ::execvp(argv[0], argv.data());
-  say("error: cannot run " + command[0] + ": " + std::strerror(errno));
-  ::_exit(127);
-}
-
-// The program's pause signals, to start it with blocked, unless it will not pause: by the runtime's
-// own rule (Settings::pause_from_env), HYDRO_PAUSE unset is on. A pause that comes before the runtime is
-// up then waits, pending, instead of ending the program (exit 138 for SIGUSR1). A program that
-// uses these signals itself runs with HYDRO_PAUSE=off, or another HYDRO_SIGNALS map.
-sigset_t held_signals(const SignalMap& map) {
-  sigset_t none;
-  sigemptyset(&none);
-  bool pause = true;
-  if (Settings::pause_from_env(&pause).ok() && !pause) return none;
-  return map.blocked_until_handled();
-}
 
 // One run of the program: hydro-launch's signals, the program's readiness, the watchdog and the
 // time limit, served by one poll loop until the program ends.
@@ -115,10 +83,12 @@ class Supervisor {
   int open_watchdog();
   int launch();  // the resume, the readiness pipe, the program
   int poll_timeout_ms() const;
-  void on_ready();
+  void on_runtime_pipe();
   void on_ready_deadline();
   bool on_signal();  // true once the program has ended
   void ask_exit(const std::string& why);
+  void send_exit();
+  void settle_teardown_race();
   void hold_watchdog_on(int sig);
   void kill_program(const std::string& why);
   void on_group_call();
@@ -126,11 +96,12 @@ class Supervisor {
   const Options& o_;
   int exit_signal_;  // the map's checkpoint-and-exit signal
   sigset_t old_mask_{};
-  int sfd_ = -1;       // signalfd of every signal hydro-launch handles
-  int ready_fd_ = -1;  // readiness pipe's read end: open until the end (a late writer gets no SIGPIPE)
+  int sfd_ = -1;      // signalfd of every signal hydro-launch handles
+  RuntimePipe pipe_;  // what the program's runtime says: up, closed
   pid_t child_ = -1;
   bool awaiting_ready_ = true;         // false once the program is ready, or can no longer say so
   bool exit_held_ = false;             // a checkpoint-and-exit waits for the program to be ready
+  bool exit_sent_ = false;             // this run of the program was asked to checkpoint and exit
   Steady::time_point ready_deadline_;  // a program without hydro's runtime is not waited for longer
   std::unique_ptr<Watchdog> watchdog_;
   std::unique_ptr<TimeLimitWatch> time_limit_;
@@ -187,10 +158,9 @@ int Supervisor::start() {
 }
 
 int Supervisor::restart(int generation) {
-  if (ready_fd_ >= 0) ::close(ready_fd_);
-  ready_fd_ = -1;
+  pipe_.close();
   awaiting_ready_ = true;
-  exit_held_ = false;
+  exit_held_ = exit_sent_ = false;
   hang_.clear();
   status_ = 0;
   ::setenv("HYDRO_RESTART_GENERATION", std::to_string(generation).c_str(), 1);
@@ -199,15 +169,15 @@ int Supervisor::restart(int generation) {
 
 int Supervisor::launch() {
   if (!prepare_resume(o_, &resumed_step_)) return 2;
-  int ready[2] = {-1, -1};
-  if (::pipe2(ready, O_CLOEXEC) != 0) {
-    say(std::string("error: pipe: ") + std::strerror(errno));
+  int write_end = -1;
+  std::string error;
+  if (!pipe_.open(&write_end, &error)) {
+    say("error: " + error);
     return 1;
   }
-  child_ = spawn(o_.command, old_mask_, held_signals(o_.signals), ready[1]);
+  child_ = spawn(o_.command, old_mask_, held_signals(o_.signals), write_end);
   if (child_ > 0) ::setpgid(child_, child_);  // as the child does: its group exists for a kill at once
-  ::close(ready[1]);
-  ready_fd_ = ready[0];
+  ::close(write_end);
   ready_deadline_ = Steady::now() + std::chrono::seconds(kReadyWaitSeconds);
   if (child_ < 0) {
     say(std::string("error: fork: ") + std::strerror(errno));
@@ -237,7 +207,7 @@ void Supervisor::run_until_exit() {
   for (;;) {
     struct pollfd fds[4] = {{sfd_, POLLIN, 0},
                             {watchdog_ ? watchdog_->fd() : -1, POLLIN, 0},
-                            {awaiting_ready_ ? ready_fd_ : -1, POLLIN, 0},
+                            {pipe_.fd(), POLLIN, 0},
                             {group_ ? group_->fd() : -1, POLLIN, 0}};
     int r = ::poll(fds, 4, poll_timeout_ms());
     if (r < 0 && errno != EINTR) return kill_program(std::string("poll: ") + std::strerror(errno));
@@ -246,7 +216,7 @@ void Supervisor::run_until_exit() {
       for (const auto& killed : watchdog_->check(Watchdog::Clock::now()))
         if (hang_.empty()) hang_ = killed;
     }
-    if (r > 0 && awaiting_ready_ && (fds[2].revents & (POLLIN | POLLHUP | POLLERR))) on_ready();
+    if (r > 0 && (fds[2].revents & (POLLIN | POLLHUP | POLLERR))) on_runtime_pipe();
     if (exit_held_ && Steady::now() >= ready_deadline_) on_ready_deadline();
     if (time_limit_ && time_limit_->check(std::time(nullptr)))
       ask_exit("time limit: --time-limit-margin " + std::to_string(o_.time_limit_margin) + " s before the job's end");
@@ -263,28 +233,33 @@ void Supervisor::on_group_call() {
   ::kill(-child_, SIGKILL);
 }
 
-// One byte: the runtime is up. EOF: the program closed the pipe or ended without a runtime;
-// either way nothing more will come.
-void Supervisor::on_ready() {
-  char byte = 0;
-  ssize_t n = ::read(ready_fd_, &byte, 1);
-  if (n < 0 && errno == EINTR) return;
+// What the runtime said. Up releases a held checkpoint-and-exit; a closed runtime, or a pipe that
+// ended with none, answers it without one.
+void Supervisor::on_runtime_pipe() {
+  const RuntimePipe::State before = pipe_.state();
+  pipe_.read_available();
+  const RuntimePipe::State now = pipe_.state();
+  if (now == before) return;
+  if (now == RuntimePipe::State::closed)
+    say("the program's hydro runtime closed (its training is over): no checkpoint-and-exit is asked of it from now on");
+  if (!awaiting_ready_ || now == RuntimePipe::State::starting) return;
   awaiting_ready_ = false;
-  if (exit_held_ && n == 1) {
+  if (!exit_held_) return;
+  exit_held_ = false;
+  if (now == RuntimePipe::State::up) {
     say("the program's hydro runtime is up: asking it to checkpoint and exit (" + signal_name(exit_signal_) +
         "), then requeueing the job");
-    ::kill(child_, exit_signal_);
-  } else if (exit_held_) {
+    send_exit();
+  } else if (now == RuntimePipe::State::no_runtime) {
     say("the program closed its readiness pipe without a hydro runtime: asking it to exit (SIGTERM)");
     ::kill(child_, SIGTERM);
   }
-  exit_held_ = false;
 }
 
 void Supervisor::on_ready_deadline() {
   say("the program did not say its hydro runtime is up within " + std::to_string(kReadyWaitSeconds) +
       " s of its start: asking it to checkpoint and exit (" + signal_name(exit_signal_) + ") anyway");
-  ::kill(child_, exit_signal_);
+  send_exit();
   exit_held_ = false;
   awaiting_ready_ = false;
 }
@@ -298,7 +273,11 @@ bool Supervisor::on_signal() {
     return true;
   }
   int sig = static_cast<int>(si.ssi_signo);
-  if (sig == SIGCHLD) return ::waitpid(child_, &status_, WNOHANG) == child_;
+  if (sig == SIGCHLD) {
+    if (::waitpid(child_, &status_, WNOHANG) != child_) return false;
+    settle_teardown_race();
+    return true;
+  }
   if (o_.requeue_signal && sig == o_.requeue_signal) {
     ask_exit(signal_name(sig));
     return false;
@@ -320,8 +299,14 @@ void Supervisor::hold_watchdog_on(int sig) {
   if (sig == SIGCONT || (mapped && a == Action::resume)) watchdog_->release(Watchdog::Clock::now());
 }
 
-// Asks the program to checkpoint and exit, or holds that until its runtime is up.
+// Asks the program to checkpoint and exit, or holds that until its runtime is up. Not once the
+// runtime has closed: its training is over, and the signal would only cut its teardown short.
 void Supervisor::ask_exit(const std::string& why) {
+  on_runtime_pipe();  // what the program said last, read now: it may have closed its runtime just now
+  if (pipe_.state() == RuntimePipe::State::closed) {
+    say(why + ": the program's hydro runtime has closed (its training is over): no checkpoint to ask for");
+    return;
+  }
   if (awaiting_ready_) {
     if (!exit_held_)
       say(why + ": the program's hydro runtime is not up yet; asking it to checkpoint and exit once it is");
@@ -329,7 +314,26 @@ void Supervisor::ask_exit(const std::string& why) {
     return;
   }
   say(why + ": asking the program to checkpoint and exit (" + signal_name(exit_signal_) + "), then requeueing the job");
+  send_exit();
+}
+
+void Supervisor::send_exit() {
+  exit_sent_ = true;
   ::kill(child_, exit_signal_);
+}
+
+// A checkpoint-and-exit read the runtime as up just before it closed, and reached the program once
+// its handlers were gone: it killed a program whose training was over, in its teardown. What that
+// had left to do (a last save, say) is lost, so the job runs again from its newest checkpoint, as
+// for a program that checkpointed and asked for it.
+void Supervisor::settle_teardown_race() {
+  pipe_.read_available();
+  if (!exit_sent_ || pipe_.state() != RuntimePipe::State::closed || !WIFSIGNALED(status_) ||
+      WTERMSIG(status_) != exit_signal_)
+    return;
+  say("the checkpoint-and-exit reached the program just as its hydro runtime closed, and killed it in its teardown: "
+      "counting that as a request to run again, from its newest checkpoint");
+  status_ = W_EXITCODE(kExitRequeue, 0);
 }
 
 void Supervisor::kill_program(const std::string& why) {
@@ -341,10 +345,9 @@ void Supervisor::kill_program(const std::string& why) {
 
 void Supervisor::close_fds() {
   watchdog_.reset();  // removes the FIFO if hydro-launch created it
-  for (int* fd : {&sfd_, &ready_fd_}) {
-    if (*fd >= 0) ::close(*fd);
-    *fd = -1;
-  }
+  pipe_.close();
+  if (sfd_ >= 0) ::close(sfd_);
+  sfd_ = -1;
 }
 
 }  // namespace

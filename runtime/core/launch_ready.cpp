@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <mutex>
 #include <string>
 
 namespace hydro {
@@ -22,14 +23,15 @@ bool parse_number(const char* v, unsigned long long* out) {
 }
 
 // Writes one byte with SIGPIPE blocked on this thread; a pending SIGPIPE it raised is consumed.
-void write_byte(int fd) {
+// False when the reader is gone.
+bool write_byte(int fd, char byte) {
   sigset_t pipe_only, old;
   sigemptyset(&pipe_only);
   sigaddset(&pipe_only, SIGPIPE);
   ::pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
   ssize_t n;
   do {
-    n = ::write(fd, "r", 1);
+    n = ::write(fd, &byte, 1);
   } while (n < 0 && errno == EINTR);
   if (n < 0 && errno == EPIPE) {
     const struct timespec zero = {0, 0};
@@ -37,26 +39,66 @@ void write_byte(int fd) {
     }
   }
   ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  return n == 1;
+}
+
+// The pipe this process took from the variables, and the process that took it (a forked child,
+// a DataLoader worker, inherits the number but speaks for nobody).
+struct TakenPipe {
+  std::mutex mu;
+  int fd = -1;
+  pid_t owner = -1;
+};
+
+TakenPipe& taken() {
+  static TakenPipe p;
+  return p;
+}
+
+// The write end named by the variables, once they are checked; -1 if none. Unsets them.
+int take_from_env() {
+  unsigned long long fd = 0, ino = 0;
+  const bool have_fd = parse_number(std::getenv(kLaunchReadyEnv), &fd);
+  const bool have_ino = parse_number(std::getenv(kLaunchReadyInoEnv), &ino);
+  if (!std::getenv(kLaunchReadyEnv)) return -1;
+  ::unsetenv(kLaunchReadyEnv);
+  ::unsetenv(kLaunchReadyInoEnv);
+  if (!have_fd || !have_ino || fd < 3 || fd > (1u << 20)) return -1;
+  const int d = static_cast<int>(fd);
+  // Only that pipe, still open for writing: never write into, or close, an unrelated descriptor.
+  struct stat st;
+  if (::fstat(d, &st) != 0 || !S_ISFIFO(st.st_mode) || st.st_ino != ino) return -1;
+  int flags = ::fcntl(d, F_GETFL);
+  if (flags < 0 || (flags & O_ACCMODE) != O_WRONLY) return -1;
+  ::fcntl(d, F_SETFD, FD_CLOEXEC);
+  return d;
+}
+
+// Under p.mu: writes `byte` to the process's own pipe; closes it once the reader is gone.
+void tell(TakenPipe& p, char byte) {
+  if (p.fd < 0 || p.owner != ::getpid()) return;
+  if (write_byte(p.fd, byte)) return;
+  ::close(p.fd);
+  p.fd = -1;
 }
 
 }  // namespace
 
 void tell_launcher_ready() {
-  unsigned long long fd = 0, ino = 0;
-  const bool have_fd = parse_number(std::getenv(kLaunchReadyEnv), &fd);
-  const bool have_ino = parse_number(std::getenv(kLaunchReadyInoEnv), &ino);
-  if (!std::getenv(kLaunchReadyEnv)) return;
-  ::unsetenv(kLaunchReadyEnv);
-  ::unsetenv(kLaunchReadyInoEnv);
-  if (!have_fd || !have_ino || fd < 3 || fd > (1u << 20)) return;
-  const int d = static_cast<int>(fd);
-  // Only that pipe, still open for writing: never write into, or close, an unrelated descriptor.
-  struct stat st;
-  if (::fstat(d, &st) != 0 || !S_ISFIFO(st.st_mode) || st.st_ino != ino) return;
-  int flags = ::fcntl(d, F_GETFL);
-  if (flags < 0 || (flags & O_ACCMODE) != O_WRONLY) return;
-  write_byte(d);
-  ::close(d);
+  TakenPipe& p = taken();
+  std::lock_guard<std::mutex> lock(p.mu);
+  if (int d = take_from_env(); d >= 0) {
+    if (p.fd >= 0 && p.owner == ::getpid()) ::close(p.fd);  // a new launcher's pipe replaces the old
+    p.fd = d;
+    p.owner = ::getpid();
+  }
+  tell(p, kRuntimeUp);
+}
+
+void tell_launcher_closed() {
+  TakenPipe& p = taken();
+  std::lock_guard<std::mutex> lock(p.mu);
+  tell(p, kRuntimeClosed);
 }
 
 }  // namespace hydro

@@ -62,6 +62,7 @@ Runtime::Runtime(Settings settings, Fs& fs) : settings_(std::move(settings)), fs
   } catch (...) {
     // No destructor runs for a constructor that throws: leave no handlers behind (SIGTERM would
     // otherwise only set a flag, and no later Runtime could start).
+    tell_launcher_closed();
     stop_signals();
     throw;
   }
@@ -78,6 +79,9 @@ void Runtime::wait_idle() {
 }
 
 Runtime::~Runtime() {
+  // The training is over: hydro-launch asks no checkpoint-and-exit from now on, which would only
+  // cut the teardown short once the handlers are gone (stop_signals, below).
+  tell_launcher_closed();
   hang_watch_.reset();  // the teardown below is no step: it may take long
   try {
     wait_idle();

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -24,20 +25,50 @@ void offer(int fd, const std::string& ino) {
   ::setenv(kLaunchReadyInoEnv, ino.c_str(), 1);
 }
 
-TEST(LaunchReady, WritesOneByteClosesTheDescriptorAndUnsetsTheVariables) {
+std::string read_all(int fd) {
+  char buf[16];
+  ssize_t n = ::read(fd, buf, sizeof buf);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
+
+// Up, closed, up again (a second Runtime of the same process): one byte each, on the pipe the
+// first call took; the variables are gone, and a program it runs does not inherit the pipe.
+TEST(LaunchReady, SaysUpAndClosedOnThePipeItTookForEveryRuntimeOfTheProcess) {
   int p[2];
   ASSERT_EQ(::pipe(p), 0);
   offer(p[1], inode_of(p[1]));
   tell_launcher_ready();
   EXPECT_EQ(std::getenv(kLaunchReadyEnv), nullptr);
   EXPECT_EQ(std::getenv(kLaunchReadyInoEnv), nullptr);
-  char buf[4];
-  EXPECT_EQ(::read(p[0], buf, sizeof buf), 1);
-  EXPECT_EQ(buf[0], 'r');
-  EXPECT_EQ(::read(p[0], buf, sizeof buf), 0) << "the write end is closed: EOF";
-  EXPECT_EQ(::fcntl(p[1], F_GETFD), -1);
+  EXPECT_EQ(read_all(p[0]), std::string(1, kRuntimeUp));
+  EXPECT_EQ(::fcntl(p[1], F_GETFD), FD_CLOEXEC);
+  tell_launcher_closed();
+  tell_launcher_ready();
+  tell_launcher_closed();
+  EXPECT_EQ(read_all(p[0]), (std::string{kRuntimeClosed, kRuntimeUp, kRuntimeClosed}));
   ::close(p[0]);
-  tell_launcher_ready();  // a second call (another Runtime) does nothing
+  tell_launcher_ready();  // the reader is gone: no SIGPIPE, and the pipe is closed
+  EXPECT_EQ(::fcntl(p[1], F_GETFD), -1);
+  tell_launcher_closed();
+}
+
+// A forked child (a DataLoader worker) inherits the descriptor, and speaks for nobody.
+TEST(LaunchReady, AForkedChildWritesNothing) {
+  int p[2];
+  ASSERT_EQ(::pipe(p), 0);
+  offer(p[1], inode_of(p[1]));
+  tell_launcher_ready();
+  EXPECT_EQ(read_all(p[0]), std::string(1, kRuntimeUp));
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    tell_launcher_closed();
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  tell_launcher_closed();
+  EXPECT_EQ(read_all(p[0]), std::string(1, kRuntimeClosed));
+  ::close(p[0]);
 }
 
 TEST(LaunchReady, AReaderThatIsGoneRaisesNoSigpipe) {

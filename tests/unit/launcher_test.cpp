@@ -224,6 +224,43 @@ TEST(Launcher, ARequeueSignalBeforeTheRuntimeIsUpIsHeldUntilItIs) {
   EXPECT_EQ(slurp(t.path + "/scontrol.args"), "requeue 4242\n");
 }
 
+// A checkpoint-and-exit asked after the program's runtime closed (its training over, its teardown
+// under way) is not sent: the program ends on its own, and the finished job is no failed one.
+TEST(Launcher, NoCheckpointAndExitIsAskedOfARuntimeThatHasClosed) {
+  test::TempDir t;
+  const std::string fake = fake_scontrol(t.path);
+  const std::string script = "echo r >&$HYDRO_LAUNCH_READY_FD; echo c >&$HYDRO_LAUNCH_READY_FD; touch " + t.path +
+                             "/ready; sleep 1; echo teardown done >&2";
+  LaunchResult r = run_launcher({"--requeue-signal", "USR1", "--scontrol", fake, "--", "/bin/sh", "-c", script},
+                                {"SLURM_JOB_ID=4242"}, t.path, SIGUSR1);
+  EXPECT_TRUE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0) << r.err;
+  EXPECT_NE(r.err.find("SIGUSR1: the program's hydro runtime has closed (its training is over): no checkpoint to ask "
+                       "for"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("teardown done"), std::string::npos) << r.err;
+  EXPECT_EQ(slurp(t.path + "/scontrol.args"), "");
+}
+
+// The race, made certain: the runtime is up when hydro-launch sends the checkpoint-and-exit, and
+// closes (its handlers gone) before the signal is taken, which kills the program in its teardown.
+// What the teardown had left to do is lost, so the job is requeued, to run again from its newest
+// checkpoint, never ended as a failure.
+TEST(Launcher, ACheckpointAndExitThatKillsTheProgramInItsTeardownRequeuesTheJob) {
+  test::TempDir t;
+  const std::string fake = fake_scontrol(t.path);
+  const std::string script =
+      "trap 'trap - TERM; echo c >&$HYDRO_LAUNCH_READY_FD; kill -TERM $$' TERM; "
+      "echo r >&$HYDRO_LAUNCH_READY_FD; touch " +
+      t.path + "/ready; while :; do sleep 0.01; done";
+  LaunchResult r = run_launcher({"--requeue-signal", "USR1", "--scontrol", fake, "--", "/bin/sh", "-c", script},
+                                {"SLURM_JOB_ID=4242"}, t.path, SIGUSR1);
+  EXPECT_EQ(WEXITSTATUS(r.status), kExitRequeue) << r.err;
+  EXPECT_NE(r.err.find("killed it in its teardown: counting that as a request to run again"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(slurp(t.path + "/scontrol.args"), "requeue 4242\n");
+}
+
 // The job's signal map (HYDRO_SIGNALS, from --hydro-signals or the admin's signals:) is what
 // hydro-launch forwards, and its checkpoint_exit is what it asks a checkpoint-and-exit with. (The
 // program traps the pause signal itself: HYDRO_PAUSE=off, else it starts with it held.)

@@ -1,8 +1,11 @@
 // The handshake between hydro-launch and the program it starts: hydro-launch passes the write end
-// of a pipe as HYDRO_LAUNCH_READY_FD; the Runtime writes one byte there once its signal handlers
-// are installed. Until then hydro-launch holds back what would kill a program with no handler yet:
-// the checkpoint-and-exit it sends for --requeue-signal and --time-limit-margin (Slurm may send
-// `--signal` as soon as the step starts).
+// of a pipe as HYDRO_LAUNCH_READY_FD. The Runtime writes kRuntimeUp there once its signal handlers
+// are installed, and kRuntimeClosed as it closes, before they go. Until the first, hydro-launch
+// holds back what would kill a program with no handler yet: the checkpoint-and-exit it sends for
+// --requeue-signal and --time-limit-margin (Slurm may send `--signal` as soon as the step starts).
+// After the second it sends none: the training is over, and the signal would only cut the
+// program's teardown short (a finished job would end killed). A program may close one Runtime and
+// start another: the last byte says where it stands.
 #pragma once
 
 namespace hydro {
@@ -12,9 +15,17 @@ inline constexpr const char* kLaunchReadyEnv = "HYDRO_LAUNCH_READY_FD";
 // descriptors, as torchrun or Python's subprocess do) and be reused by another file.
 inline constexpr const char* kLaunchReadyInoEnv = "HYDRO_LAUNCH_READY_INO";
 
-// Called by the Runtime: writes the byte, closes the descriptor, unsets the variables (so that a
-// child process does not repeat it). Does nothing without the variable, with a bad value, or when
-// the descriptor is not that pipe's write end any more. Never raises SIGPIPE.
+inline constexpr char kRuntimeUp = 'r';
+inline constexpr char kRuntimeClosed = 'c';
+
+// Called by the Runtime once its handlers are installed: writes kRuntimeUp. The first call takes
+// the pipe: it unsets the variables (so that a child process does not take it too) and makes the
+// descriptor close-on-exec; the process keeps it for its later Runtimes. Does nothing without the
+// variable, with a bad value, or when the descriptor is not that pipe's write end any more. Never
+// raises SIGPIPE; a pipe whose reader is gone is closed.
 void tell_launcher_ready();
+// Called by the Runtime as it closes, before its handlers go: writes kRuntimeClosed to the pipe the
+// process took (nothing without one, or in a forked child).
+void tell_launcher_closed();
 
 }  // namespace hydro
