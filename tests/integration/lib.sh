@@ -213,3 +213,34 @@ report_path() {
   restart=$(ms_between "$log" 'hydro-launch\[[0-9]+\] .*resuming from step' 'first step done')
   report_figure "FIGURE path=$name steps_lost=$lost signal_to_commit_ms=$commit restart_to_first_step_ms=$restart"
 }
+
+# A job of several ranks whose tasks each write their own log, $work/rankN.log: output that srun
+# or slurmstepd forwards can wait until a resume (the srun in the batch script is stopped too).
+# submit_ranks TASKS SBATCH_OPTION... -- ARGS...: submits the example ($train ARGS) as one step of
+# TASKS tasks with those sbatch options; sets $job to its id, and names the logs for fail().
+rank_count=1
+rank_log() { echo "$work/rank$1.log"; }
+submit_ranks() {
+  local opts=() r
+  rank_count=$1
+  shift
+  while [ "$1" != -- ]; do opts+=("$1"); shift; done
+  shift
+  HYDRO_TEST_LOGS="$work/batch.log"
+  for ((r = 0; r < rank_count; r++)); do HYDRO_TEST_LOGS+=" $(rank_log $r)"; done
+  export HYDRO_TEST_LOGS
+  job=$(sbatch --parsable -n "$rank_count" "${opts[@]}" -o "$work/batch.log" \
+    --wrap "srun -n $rank_count bash -c 'exec $train $* >$work/rank\$SLURM_PROCID.log 2>&1'") || fail "sbatch failed"
+}
+# wait_ranks_advance N: until every rank has printed a step N past where it is now.
+wait_ranks_advance() { local r; for ((r = 0; r < rank_count; r++)); do wait_steps "$(rank_log $r)" "$1"; done; }
+# wait_every_rank REGEX N [SECONDS]: until each rank has printed at least N lines matching REGEX.
+wait_every_rank() { local r; for ((r = 0; r < rank_count; r++)); do wait_count "$(rank_log $r)" "$1" "$2" "${3:-30}"; done; }
+# ranks_digest WANT: fails unless every rank printed weights_digest=WANT.
+ranks_digest() {
+  local r got
+  for ((r = 0; r < rank_count; r++)); do
+    got=$(grep -oP '^weights_digest=\K\w+' "$(rank_log $r)" || true)
+    [ "$got" = "$1" ] || fail "rank $r's weights differ from the run never held: '$got' vs $1"
+  done
+}

@@ -3,7 +3,8 @@
 # init_process_group, --pg-timeout T) is held longer than T, again and again, and ends bit-for-bit.
 # Rank 1 is the slower, before its backward pass (--rank-skew-ms) and in operators after its
 # optimizer step (--rank-skew-end-ms), so rank 0 waits for it inside the collective or in the step
-# end's vote on the ranks' store (HYDRO_STORE_TIMEOUT = the groups' timeout) when a hold lands. Each hold is `scontrol suspend` at a random moment, HOLD seconds, then `scontrol resume`;
+# end's vote on the ranks' store (HYDRO_STORE_TIMEOUT, shorter than a hold too) when a hold
+# lands. Each hold is `scontrol suspend` at a random moment, HOLD seconds, then `scontrol resume`;
 # the last is `hydroctl pause`/`resume`. No rank times out; each logs a pause before each freeze
 # and that hydro watches the groups' timeout in running time; the digests equal a run never held.
 #   long_suspend.sh PROCTRACK PG_TIMEOUT HOLD SUSPENDS
@@ -14,18 +15,13 @@ start_cluster "$proctrack"
 
 work=$(mktemp -d /tmp/hydro-it.XXXXXX)
 args=(--steps "${HYDRO_TEST_STEPS:-60}" --log-every 1 --pg-timeout "$pg_timeout" --rank-skew-ms 200 --rank-skew-end-ms 300)
-rank_log() { echo "$work/rank$1.log"; }
-wait_ranks_advance() { local r; for r in 0 1; do wait_steps "$(rank_log $r)" "$1"; done; }
-wait_every_rank() { local r; for r in 0 1; do wait_count "$(rank_log $r)" "$1" "$2" 30; done; }
 
 note "reference: two ranks, never held"
 want=$(reference_run -n 2 --hydro-pause=on -- "${args[@]}")
 note "reference weights_digest=$want"
 
-export HYDRO_STORE_TIMEOUT=$pg_timeout
-export HYDRO_TEST_LOGS="$(rank_log 0) $(rank_log 1) $work/batch.log"
-job=$(sbatch --parsable -n 2 --hydro-pause=on -o "$work/batch.log" \
-  --wrap "srun -n 2 bash -c 'exec $train ${args[*]} >$work/rank\$SLURM_PROCID.log 2>&1'") || fail "sbatch failed"
+export HYDRO_STORE_TIMEOUT=$((pg_timeout + 3))  # the ranks connect to it at their start: some room
+submit_ranks 2 --hydro-pause=on -- "${args[@]}"
 note "job $job: 2 tasks, torch's own process group and the ranks' store with a ${pg_timeout} s timeout; $suspends suspends of ${hold} s"
 wait_state "$job" RUNNING
 wait_for "$(rank_log 1)" '^step ' 60
@@ -56,9 +52,7 @@ wait_ranks_advance 5
 wait_state "$job" COMPLETED 600
 cat "$(rank_log 0)" "$(rank_log 1)" | grep -iE 'timed out|timeout waiting|Connection closed|hang:' &&
   fail "a rank timed out or was taken for hung while the job was held"
-mapfile -t got < <(cat "$(rank_log 0)" "$(rank_log 1)" | grep -oP '^weights_digest=\K\w+')
-[ ${#got[@]} = 2 ] && [ "${got[0]}" = "$want" ] && [ "${got[1]}" = "$want" ] ||
-  fail "weights differ from the run never held: ${got[*]} vs $want"
+ranks_digest "$want"
 note "both ranks weights_digest=$want after $suspends suspends and a hydroctl pause of ${hold} s each, ${pg_timeout} s timeout"
 rm -rf "$work"
 echo "PASS long_suspend ($proctrack, timeout ${pg_timeout} s, holds of ${hold} s)"
