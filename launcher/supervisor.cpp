@@ -1,10 +1,8 @@
 #include "supervisor.h"
 
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/signalfd.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,9 +20,6 @@
 #include "hydro/dist_env.h"
 #include "hydro/log.h"
 #include "hydro/exit_codes.h"
-#include "hydro/launch_ready.h"
-#include "hydro/settings.h"
-#include "hydro/setting_schema.h"
 #include "hydro/signal_map.h"
 #include "generations.h"
 #include "preemption.h"
