@@ -28,7 +28,10 @@ bool pause_pending() { return PauseGate::instance().pause_pending(); }
 
 RunningDeadline::RunningDeadline(Clock::duration budget, std::chrono::milliseconds looks_every,
                                  std::function<bool()> held)
-    : clock_(4 * looks_every), budget_(budget), held_(held ? std::move(held) : pause_pending) {
+    : looks_every_(looks_every),
+      clock_(4 * looks_every),
+      budget_(budget),
+      held_(held ? std::move(held) : pause_pending) {
   clock_.restart(Clock::now());
 }
 
@@ -39,7 +42,7 @@ RunningDeadline::Clock::duration RunningDeadline::left() {
 
 std::chrono::milliseconds RunningDeadline::next_wait() {
   const auto ms = std::chrono::ceil<std::chrono::milliseconds>(left());
-  return std::clamp(ms, std::chrono::milliseconds{0}, kSlice);
+  return std::clamp(ms, std::chrono::milliseconds{0}, looks_every_);
 }
 
 HangWatch::HangWatch(std::chrono::milliseconds timeout, OnHang on_hang, std::chrono::milliseconds poll,

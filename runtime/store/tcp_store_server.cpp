@@ -44,6 +44,7 @@ struct TcpStoreServer::State {
 namespace {
 
 constexpr auto kHandshakeTime = std::chrono::seconds(10);
+constexpr auto kIdleLook = std::chrono::milliseconds(60000);
 constexpr int kMaxConnections = 4096;
 constexpr int64_t kMaxWaitMs = int64_t{7} * 24 * 3600 * 1000;
 
@@ -150,10 +151,13 @@ void serve(std::shared_ptr<State> st, int fd) {
   while (s.ok()) {
     std::string frame, key, arg;
     store::Op op;
-    store::Deadline request(kHoldProof), reply(std::chrono::minutes(5));
+    // Between requests a connection may idle for the whole job: a look a minute, not two a second.
+    store::Deadline request(kHoldProof, kIdleLook);
     if (!store::recv_frame(fd, store::kMaxFrame, request, &frame).ok()) break;
     if (!store::parse_request(frame, &op, &key, &arg)) break;
-    if (!store::send_frame(fd, answer(*st, op, key, arg), reply).ok()) break;
+    const std::string reply = answer(*st, op, key, arg);  // a get may wait its whole timeout here
+    store::Deadline sending(std::chrono::minutes(5));
+    if (!store::send_frame(fd, reply, sending).ok()) break;
   }
   std::lock_guard<std::mutex> lock(st->mu);
   st->fds.erase(fd);

@@ -27,7 +27,6 @@ if [ "$mode" = hang_watch ]; then  # hydro watches the groups' timeout under --h
 fi
 shape=(-N "$nodes" -n 2)
 ranks=(0 1)
-rank_log() { echo "$work/rank$1.log"; }
 every_rank() {  # every_rank FUNCTION ARGS...: FUNCTION LOG ARGS... for each rank's log
   local r
   for r in "${ranks[@]}"; do "$1" "$(rank_log "$r")" "${@:2}"; done

@@ -22,7 +22,7 @@ note "reference weights_digest=$want"
 
 export HYDRO_STORE_TIMEOUT=$((pg_timeout + 3))  # the ranks connect to it at their start: some room
 submit_ranks 2 --hydro-pause=on -- "${args[@]}"
-note "job $job: 2 tasks, torch's own process group and the ranks' store with a ${pg_timeout} s timeout; $suspends suspends of ${hold} s"
+note "job $job: 2 tasks, torch's own process group with a ${pg_timeout} s timeout, the ranks' store with $HYDRO_STORE_TIMEOUT s; $suspends suspends of ${hold} s"
 wait_state "$job" RUNNING
 wait_for "$(rank_log 1)" '^step ' 60
 wait_every_rank "watched by hydro in running time" 1

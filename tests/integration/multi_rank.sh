@@ -12,21 +12,10 @@ work=$(mktemp -d /tmp/hydro-it.XXXXXX)
 # With --hydro-pause, the process group survives a pause of any length (hydro/distributed.h).
 args=(--steps "$steps" --log-every 25 --pg-timeout 300)
 
-# Each rank writes its own log, rank0.log and rank1.log: output that srun or slurmstepd forwards
-# can wait until the resume (the srun in the batch script gets SIGTSTP too and stops).
-rank_log() { echo "$work/rank$1.log"; }
+# Each rank writes its own log (lib.sh's submit_ranks, rank_log): output that srun or slurmstepd
+# forwards can wait until the resume (the srun in the batch script gets SIGTSTP too and stops).
 # rank_step RANK: the last step RANK printed.
 rank_step() { last_step "$(rank_log "$1")"; }
-# wait_ranks_advance N: until every rank has printed a step N past where it is now.
-wait_ranks_advance() {
-  local r
-  for r in 0 1; do wait_steps "$(rank_log $r)" "$1"; done
-}
-# wait_every_rank REGEX N: until each rank has printed at least N lines matching REGEX.
-wait_every_rank() {
-  local r
-  for r in 0 1; do wait_count "$(rank_log $r)" "$1" "$2" 20; done
-}
 # paused_lines: "paused at" lines of all ranks.
 paused_lines() { cat "$(rank_log 0)" "$(rank_log 1)" | count /dev/stdin 'paused at'; }
 
@@ -37,9 +26,7 @@ mapfile -t want < <(grep -oP '^[0-9]+: weights_digest=\K\w+' "$work/reference.lo
 [ "${want[0]}" = "${want[1]}" ] || fail "the reference ranks disagree: ${want[*]}"
 note "reference: both ranks weights_digest=${want[0]}"
 
-export HYDRO_TEST_LOGS="$(rank_log 0) $(rank_log 1) $work/batch.log"
-job=$(sbatch --parsable -n 2 --hydro-pause=on -o "$work/batch.log" \
-  --wrap "srun -n 2 bash -c 'exec $train ${args[*]} >$work/rank\$SLURM_PROCID.log 2>&1'") || fail "sbatch failed"
+submit_ranks 2 --hydro-pause=on -- "${args[@]}"
 note "job $job submitted: srun -n 2 inside sbatch -n 2"
 wait_state "$job" RUNNING
 wait_for "$(rank_log 1)" '^step ' 60
@@ -50,21 +37,21 @@ scontrol suspend "$job"
 wait_state "$job" SUSPENDED
 # SIGSTOP (or the cgroup freeze) comes 2 s after SIGTSTP; a frozen rank writes nothing, so these
 # lines, once there, were written before the freeze.
-wait_every_rank 'pause requested by SIGTSTP' 1
+wait_every_rank 'pause requested by SIGTSTP' 1 20
 for ((i = 0; i < 100; i++)); do [ "$(paused_lines)" -ge 1 ] && break; sleep 0.1; done
 [ "$(paused_lines)" -ge 1 ] || fail "no rank paused at an operator or step end before the freeze"
 grep -HE 'pause requested by SIGTSTP|paused at' "$(rank_log 0)" "$(rank_log 1)" | sed "s|$work/||; s/^/    | /"
 frozen=("$(rank_step 0)" "$(rank_step 1)")
 scontrol resume "$job"
 wait_state "$job" RUNNING
-wait_every_rank 'resume requested by SIGCONT' 1
+wait_every_rank 'resume requested by SIGCONT' 1 20
 wait_ranks_advance 100
 note "resumed: rank 0 went on from step ${frozen[0]}, rank 1 from step ${frozen[1]}"
 
 note "a user's pause: scancel --signal=USR1 (to the steps), then USR2"
 paused_before=$(paused_lines)
 scancel --signal=USR1 "$job"
-wait_every_rank 'pause requested by SIGUSR1' 1
+wait_every_rank 'pause requested by SIGUSR1' 1 20
 for ((i = 0; i < 200; i++)); do [ "$(paused_lines)" -gt "$paused_before" ] && break; sleep 0.1; done
 [ "$(paused_lines)" -gt "$paused_before" ] || fail "no rank paused after SIGUSR1"
 # Every rank stops: one at an operator, a peer at its next operator or inside the collective
@@ -75,7 +62,7 @@ sleep 1
   fail "a rank went on training while paused (steps ${stuck[*]} -> $(rank_step 0) $(rank_step 1))"
 note "both ranks hold (steps ${stuck[0]} and ${stuck[1]})"
 scancel --signal=USR2 "$job"
-wait_every_rank 'resume requested by SIGUSR2' 1
+wait_every_rank 'resume requested by SIGUSR2' 1 20
 wait_ranks_advance 50
 
 wait_state "$job" COMPLETED 600

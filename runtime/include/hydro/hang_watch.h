@@ -47,12 +47,12 @@ class RunningClock {
 
 // A deadline in running time: `budget` from its making, less the time the process was held (a
 // pause pending, or a stop: a gap of more than 4 × `looks_every` between two looks). A wait looks
-// at least that often (next_wait() gives slices of kSlice): a suspend of any length runs out no
-// wait. The ranks' store and the waits built on it count their timeouts with it.
+// at least that often (next_wait() gives slices of `looks_every`): a suspend of any length runs
+// out no wait. The ranks' store and the waits built on it count their timeouts with it.
 class RunningDeadline {
  public:
   using Clock = RunningClock::Clock;
-  static constexpr std::chrono::milliseconds kSlice{500};
+  static constexpr std::chrono::milliseconds kSlice{500};  // the default look
 
   // `held` as for HangWatch (default: the PauseGate has a pause pending).
   explicit RunningDeadline(Clock::duration budget, std::chrono::milliseconds looks_every = kSlice,
@@ -60,10 +60,11 @@ class RunningDeadline {
   // The running time left, counted up to now; zero or less once past.
   Clock::duration left();
   bool passed() { return left() <= Clock::duration{0}; }
-  // How long the next wait may last: the time left, at most one slice (zero once past).
+  // How long the next wait may last: the time left, at most `looks_every` (zero once past).
   std::chrono::milliseconds next_wait();
 
  private:
+  std::chrono::milliseconds looks_every_;
   RunningClock clock_;
   Clock::duration budget_;
   std::function<bool()> held_;
