@@ -20,7 +20,7 @@ note "reference: weights_digest=$want"
 cat >"$work/job.sh" <<JOB
 #!/bin/bash
 echo "restart count: \${SLURM_RESTART_COUNT:-0}"
-exec "$launch" -- "$train" ${args[*]} --step-ms 5
+exec "$launch" -- "$train" ${args[*]} --step-ms $(paced 5)
 JOB
 chmod 755 "$work/job.sh"
 log=$submit/job.log

@@ -18,7 +18,7 @@ want=$(reference_digest 1 "${args[@]}") || fail "no weights_digest in the refere
 cat >"$work/job.sh" <<JOB
 #!/bin/bash
 echo "restart count: \${SLURM_RESTART_COUNT:-0}"
-exec "$launch" --restarts 2 -- "$train" ${args[*]} --step-ms 5
+exec "$launch" --restarts 2 -- $(paced_program 2 5 "$train" "${args[@]}")
 JOB
 log=$work/job.log
 export HYDRO_TEST_LOGS=$log

@@ -36,11 +36,13 @@ program_pid() { grep -oP 'hydro-launch\[[0-9]+\] .*: started \S+ as pid \K[0-9]+
 note "reference: 2 tasks, never interrupted"
 want=$(reference_run "${shape[@]}" -- "${args[@]}") || fail "no weights_digest in the reference run"
 
+restarts=2
+[ "$mode" = hang_watch ] && restarts=1
 cat >"$work/job.sh" <<JOB
 #!/bin/bash
 echo "restart count: \${SLURM_RESTART_COUNT:-0}"
 exec srun -o "$work/rank%t.log" --open-mode=append "$launch" --restarts 2 --watchdog-file "$work/watchdog-%j.%t.fifo" \
-  -- "$train" ${args[*]} --step-ms 5 ${step_timer[*]}
+  -- $(paced_program "$restarts" 5 "$train" "${args[@]}" "${step_timer[@]}")
 JOB
 log=$work/batch.log
 export HYDRO_TEST_LOGS="$log $(every_rank echo | tr '\n' ' ')"
@@ -85,8 +87,6 @@ wait_state "$job" COMPLETED 300
 ! grep -h 'requeue' "$work"/rank*.log || fail "a task asked for a requeue"
 got=$(cat "$work"/rank*.log | grep -oP '^weights_digest=\K\w+' | sort -u)
 [ "$(cat "$work"/rank*.log | grep -c '^weights_digest=')" = 2 ] || fail "not every rank printed a weights_digest"
-restarts=2
-[ "$mode" = hang_watch ] && restarts=1
 [ "$got" = "$want" ] || fail "weights differ: restarted $restarts time(s) $got, uninterrupted $want"
 note "weights_digest=$got equals the uninterrupted run; the same job (no requeue), $restarts restart(s) of both tasks"
 if [ "$mode" = watchdog ]; then

@@ -70,6 +70,20 @@ stop_cluster() {
   exit $rc
 }
 
+# paced MS: a job script's --step-ms, as shell text that the job's batch shell expands: MS in the
+# job's first run, which must still be training when the test's signal lands; 0 once Slurm has
+# requeued it, when the test only waits for the end.
+paced() { printf '$([ "${SLURM_RESTART_COUNT:-0}" = 0 ] && echo %d || echo 0)' "$1"; }
+
+# paced_program K MS PROGRAM ARGS...: for hydro-launch's command line in a job script, PROGRAM with
+# --step-ms MS in hydro-launch's generations before K (HYDRO_RESTART_GENERATION; unset in the
+# first), which must still be training when the test's signals land, and 0 from generation K on,
+# when the test only waits for the end. bash execs PROGRAM: its pid is the one hydro-launch logs.
+paced_program() {
+  printf "bash -c 'exec \"\$0\" \"\$@\" --step-ms \$((\${HYDRO_RESTART_GENERATION:-0} < %d ? %d : 0))'" "$1" "$2"
+  printf ' %q' "${@:3}"
+}
+
 # reference_run SRUN_OPTION... -- ARGS...: runs the example ($train) with those srun options (the
 # job's shape: -n 2, -N 2 --ntasks-per-node=2, ...), never interrupted, its output in
 # $work/reference.log, and prints its weights_digest; fails unless every rank printed the same one.

@@ -29,7 +29,7 @@ cat >"$work/job.sh" <<JOB
 #!/bin/bash
 echo "restart count: \${SLURM_RESTART_COUNT:-0}"
 exec srun -o "$work/rank%t.log" --open-mode=append "$launch" --watchdog-file "$work/watchdog-%j.%t.fifo" \
-  -- "$train" ${args[*]} --step-ms 5 --step-timeout 8
+  -- "$train" ${args[*]} --step-ms $(paced 5) --step-timeout 8
 JOB
 log=$work/batch.log
 export HYDRO_TEST_LOGS="$log $(every_rank echo | tr '\n' ' ')"

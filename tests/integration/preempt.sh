@@ -20,7 +20,7 @@ cat >"$work/job.sh" <<JOB
 #!/bin/bash
 echo "restart count: \${SLURM_RESTART_COUNT:-0}"
 # Preemption signals the job's steps, not the batch shell: run hydro-launch as a step.
-exec srun -n $tasks "$launch" -- "$train" ${args[*]} --step-ms 5
+exec srun -n $tasks "$launch" -- "$train" ${args[*]} --step-ms $(paced 5)
 JOB
 log=$work/job.log
 export HYDRO_TEST_LOGS=$log

@@ -17,7 +17,7 @@ want=$(reference_digest "$tasks" "${args[@]}") || fail "no weights_digest in the
 cat >"$work/job.sh" <<JOB
 #!/bin/bash
 echo "restart count: \${SLURM_RESTART_COUNT:-0}"
-exec srun -n $tasks "$launch" -- "$train" ${args[*]} --step-ms 5
+exec srun -n $tasks "$launch" -- "$train" ${args[*]} --step-ms $(paced 5)
 JOB
 log=$work/job.log
 export HYDRO_TEST_LOGS=$log

@@ -37,7 +37,7 @@ want=$(reference_run "${shape[@]}" -- "${args[@]}") || fail "no weights_digest i
 cat >"$work/job.sh" <<JOB
 #!/bin/bash
 echo "restart count: \${SLURM_RESTART_COUNT:-0}"
-${run[*]} "$launch" -- "$train" ${args[*]} --step-ms 10
+${run[*]} "$launch" -- "$train" ${args[*]} --step-ms $(paced 10)
 JOB
 log=$work/job.log
 export HYDRO_TEST_LOGS=$log
