@@ -7,7 +7,7 @@ import weakref
 import torch
 
 from . import _C, _pause, groups
-from .snapshot import Snapshot
+from .snapshot import Snapshot, has_dtensor
 
 
 def _has_state(obj):
@@ -90,25 +90,46 @@ class Runtime:
         groups.on_timeout(self._watch_collectives)
         _workers_leave_sigterm_to_the_training_process()
         self._names = []
+        settings = self._c.settings
+        self._rank0_writes_all = settings["mode"] == "async" and settings["world_size"] > 1
         self.track(self.PYTHON_RNG, _PythonRNG())
 
     def track(self, name, obj):
         """Saves `obj.state_dict()` in every checkpoint as NAME.pt (plain torch.save format) and
         restores it with `obj.load_state_dict()` on resume(). A module (DDP too), an optimizer, an
-        LR scheduler, a GradScaler, a hydro.DataLoader or sampler, or an object of your own."""
+        LR scheduler, a GradScaler, a hydro.DataLoader or sampler, or an object of your own.
+        A sharded model (FSDP2's fully_shard, any DTensor parameters) and its optimizer: each rank
+        writes its own shards (sync_any, sync_all) and resumes them on the same number of ranks."""
         if not _has_state(obj):
             raise TypeError(f"hydro: track({name!r}): a {type(obj).__name__} has no state_dict() and "
                             "load_state_dict(); wrap it in an object that has")
 
+        def state_dict():
+            state = obj.state_dict()
+            if self._rank0_writes_all:
+                self._refuse_lost_shards(name, state)
+            return state
+
         def write(sink):
-            torch.save(obj.state_dict(), sink)
+            torch.save(state_dict(), sink)
 
         def read(path):
             obj.load_state_dict(_load(path))
 
-        snapshot = Snapshot(obj.state_dict, fresh=isinstance(obj, _PythonRNG))
+        if self._rank0_writes_all:
+            state_dict()  # a sharded state fails here, before training, as well as at each save
+        snapshot = Snapshot(state_dict, fresh=isinstance(obj, _PythonRNG))
         self._c.track_stream(name, write, read, snapshot.capture)
         self._names.append(name)
+
+    def _refuse_lost_shards(self, name, state):
+        """A sharded state (DTensors: FSDP2's fully_shard, tensor parallelism) is each rank's own, and
+        every rank writes its shards with sync_any and sync_all. In async mode rank 0 alone writes
+        for every rank: the other ranks' shards would be lost and their resume load rank 0's."""
+        if has_dtensor(state):
+            raise ValueError(f"hydro: track({name!r}): its state is sharded across the ranks (DTensor: FSDP2, "
+                             "tensor parallelism), and HYDRO_CKPT_MODE=async saves rank 0's state alone; set "
+                             "HYDRO_CKPT_MODE=sync_any or sync_all, in which every rank writes its own shards")
 
     def resume(self):
         """Restores every tracked object and the random generators (torch's CPU and CUDA ones,

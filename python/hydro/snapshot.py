@@ -13,6 +13,7 @@ import inspect
 import io
 import pickle
 import struct
+import sys
 
 import torch
 
@@ -73,6 +74,25 @@ def _plain_records(state):
     return [(r[0], data) if r[0] == "data.pkl" else r for r in _TENSORLESS]
 
 
+def _is_dtensor(obj):
+    """Whether obj is a torch.distributed DTensor; none can exist before its module is imported."""
+    for name in ("torch.distributed.tensor", "torch.distributed._tensor"):
+        module = sys.modules.get(name)
+        dtensor = getattr(module, "DTensor", None)
+        if dtensor is not None and isinstance(obj, dtensor):
+            return True
+    return False
+
+
+def has_dtensor(state):
+    """Whether a state (its dicts, lists and tuples) holds a DTensor: a rank's shard of a sharded one."""
+    if isinstance(state, dict):
+        return any(has_dtensor(v) for v in state.values())
+    if isinstance(state, (list, tuple)):
+        return any(has_dtensor(v) for v in state)
+    return _is_dtensor(state)
+
+
 _EXACT = (int, bool, str, bytes, type(None))
 _OTHER = object()  # in a shape: a value _leaf cannot vouch for (see Snapshot._records)
 
@@ -120,6 +140,8 @@ class Snapshot:
     def _tree(self, obj, path, seen, shape):
         """The copy of `obj`: its tensors copied into slots, its dicts, lists and tuples rebuilt. Appends
         to `shape` what its pickle depends on: equal shapes pickle to equal bytes."""
+        if _is_dtensor(obj):
+            return self._dtensor(obj, path, seen, shape)
         if isinstance(obj, torch.Tensor):
             slot = self._copy(path, obj, seen)
             shape.append((path, slot.data_ptr(), slot.dtype, slot.shape))
@@ -139,6 +161,17 @@ class Snapshot:
             return type(obj)(self._tree(v, path + (i,), seen, shape) for i, v in enumerate(obj))
         shape.append(_leaf(obj))
         return obj
+
+    def _dtensor(self, t, path, seen, shape):
+        """A DTensor (a sharded model's parameter, FSDP2's, or its optimizer's state): this rank's
+        shard alone is copied, into a slot, and a DTensor of the same layout is made around the
+        copy, with no communication. Its pickle, like torch.save's of the original, holds the shard
+        and the layout, never the whole tensor."""
+        local = self._copy(path, t.to_local(), seen)
+        shape.append((path, "dtensor", local.data_ptr(), local.dtype, local.shape, tuple(t.shape), tuple(t.stride()),
+                      repr(t.placements), repr(t.device_mesh)))
+        return type(t).from_local(local, t.device_mesh, t.placements, run_check=False, shape=t.shape,
+                                  stride=t.stride())
 
     def _records(self, copies, shape):
         """The records torch's `_save` writes for `copies`. The same as the last capture's when

@@ -1,0 +1,58 @@
+"""One rank of a model sharded with FSDP2 (fully_shard, CPU and gloo) trained under hydro, for
+test_fsdp.py. RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT as torchrun sets them. hydro tracks the
+sharded model and its AdamW; a batch is drawn from a generator seeded by the step, the same on every
+rank. Prints "step N" after each step; on SIGTERM checkpoints at the step's end and exits 75; at the
+end prints digest=<SHA-256 of every whole weight> (gathered here, for the digest only).
+Usage: fsdp_train.py STEPS"""
+import hashlib
+import sys
+
+import torch
+import torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+
+import hydro
+
+
+def sharded_model(mesh):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 64), torch.nn.ReLU(),
+                                torch.nn.Linear(64, 4))
+    for layer in model:
+        if isinstance(layer, torch.nn.Linear):
+            fully_shard(layer, mesh=mesh)
+    return fully_shard(model, mesh=mesh)
+
+
+def main(steps):
+    rt = hydro.Runtime()  # first: it sets up the ranks' store and watches the group's timeout
+    dist.init_process_group("gloo")
+    model = sharded_model(init_device_mesh("cpu", (dist.get_world_size(),)))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    rt.track("model", model)
+    rt.track("optimizer", opt)
+    step = rt.resume()
+    while step < steps:
+        g = torch.Generator().manual_seed(step)
+        x, y = torch.randn(16, 32, generator=g), torch.randn(16, 4, generator=g)
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        step += 1
+        print(f"step {step}", flush=True)
+        if not rt.step_end(step):
+            rt.close()
+            dist.destroy_process_group()
+            sys.exit(hydro.EXIT_REQUEUE)
+    rt.close()
+    h = hashlib.sha256()
+    for p in model.parameters():
+        h.update(p.full_tensor().detach().numpy().tobytes())
+    print(f"digest={h.hexdigest()}", flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]))

@@ -1,0 +1,128 @@
+# Issue 34, part 1: a model sharded with FSDP2 (fully_shard; CPU and gloo here, the same calls on
+# CUDA and NCCL) and its AdamW, tracked by hydro (fsdp_train.py, ranks started as torchrun would):
+#  - every rank writes its own shards through the ranks' commit (sync_any, the default), nothing
+#    gathered, and a requeue resumes them bit-for-bit;
+#  - async mode, where rank 0 writes for every rank, refuses a sharded state with several ranks
+#    (the others' shards would be lost), and checkpoints one rank's without a copy on the
+#    training thread;
+#  - a checkpoint of 2 ranks' shards does not resume on 1 (resharding is the next part).
+# The ranks' store authenticates with MUNGE: ctest starts munged first (FIXTURES_REQUIRED munge).
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import hydro
+from conftest import HERE, hydro_env
+
+WORKER = os.path.join(HERE, "fsdp_train.py")
+STEPS, STOP_AT = 12, 5
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run(ranks, ck, extra=None, stop_at=None):
+    """Runs fsdp_train.py on `ranks` ranks to its end, or, with stop_at, sends every rank SIGTERM
+    (as Slurm does) once each has printed that step. Returns each rank's (exit status, digest, stderr)."""
+    port = free_port()
+    procs = []
+    for r in range(ranks):
+        env = hydro_env({"RANK": str(r), "WORLD_SIZE": str(ranks), "LOCAL_RANK": str(r), "MASTER_ADDR": "127.0.0.1",
+                         "MASTER_PORT": str(port), "HYDRO_CKPT_DIR": str(ck), "PYTHONUNBUFFERED": "1", **(extra or {})})
+        procs.append(subprocess.Popen([sys.executable, WORKER, str(STEPS)], env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))
+    if stop_at is not None:
+        for p in procs:
+            for line in p.stdout:
+                if line.strip() == f"step {stop_at}":
+                    break
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+    out = []
+    for p in procs:
+        stdout, stderr = p.communicate(timeout=300)
+        digest = [line.split("=", 1)[1] for line in stdout.splitlines() if line.startswith("digest=")]
+        out.append((p.returncode, digest[0] if digest else None, stderr))
+    return out
+
+
+def digest_of(results):
+    assert all(status == 0 for status, _, _ in results), [err for _, _, err in results]
+    digests = {d for _, d, _ in results}
+    assert len(digests) == 1 and None not in digests, digests
+    return digests.pop()
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    return digest_of(run(2, tmp_path_factory.mktemp("uninterrupted")))
+
+
+def only_shards(path, ranks):
+    """Every tensor in the file is a DTensor holding 1/ranks of its global rows: no rank wrote a whole one."""
+    state = torch.load(path, weights_only=False)
+    tensors = []
+
+    def walk(x):
+        if isinstance(x, dict):
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, (list, tuple)):
+            for v in x:
+                walk(v)
+        elif isinstance(x, torch.Tensor) and x.dim() > 0:
+            tensors.append(x)
+
+    walk(state)
+    assert tensors, path
+    for t in tensors:
+        assert type(t).__name__ == "DTensor", f"{path}: a whole {type(t).__name__} of shape {tuple(t.shape)}"
+        assert t.to_local().shape[0] * ranks == t.shape[0], (path, t.shape, t.to_local().shape)
+
+
+def test_each_rank_writes_its_own_shards_and_a_requeue_resumes_them_bit_for_bit(tmp_path, uninterrupted):
+    ck = tmp_path / "ck"
+    stopped = run(2, ck, stop_at=STOP_AT)
+    assert [s for s, _, _ in stopped] == [hydro.EXIT_REQUEUE] * 2, [err for _, _, err in stopped]
+    step_dir = os.path.realpath(ck / "latest")
+    with open(os.path.join(step_dir, "manifest.json")) as f:
+        assert json.load(f)["world_size"] == 2
+    for r in range(2):
+        for name in ("model.pt", "optimizer.pt"):
+            only_shards(os.path.join(step_dir, f"rank-{r}", name), 2)
+    resumed = run(2, ck)
+    assert all("resumed from" in err for _, _, err in resumed), [err for _, _, err in resumed]
+    assert digest_of(resumed) == uninterrupted, "the resumed sharded model differs from the uninterrupted one"
+    # Resharding is not there yet: one rank is told so, by the checkpoint's name and both counts.
+    one = run(1, ck)
+    assert one[0][0] != 0 and "has the shards of 2 ranks, this job has 1" in one[0][2], one[0][2]
+
+
+def test_async_mode_with_several_ranks_refuses_a_sharded_state(tmp_path):
+    results = run(2, tmp_path / "ck", {"HYDRO_CKPT_MODE": "async"})
+    for status, _, err in results:
+        assert status != 0 and "HYDRO_CKPT_MODE=async saves rank 0's state alone" in err, err
+        assert "track('model')" in err, err
+
+
+def test_one_rank_checkpoints_its_sharded_state_asynchronously_and_resumes_it(tmp_path):
+    want = digest_of(run(1, tmp_path / "plain"))
+    ck = tmp_path / "ck"
+    async_mode = {"HYDRO_CKPT_MODE": "async"}
+    stopped = run(1, ck, async_mode, stop_at=STOP_AT)
+    assert stopped[0][0] == hydro.EXIT_REQUEUE, stopped[0][2]
+    # The DTensors' shards are copied into hydro's reused buffers: nothing falls back to torch.save
+    # on the training thread.
+    assert "serializing on the training thread" not in stopped[0][2], stopped[0][2]
+    resumed = run(1, ck, async_mode)
+    assert "resumed from" in resumed[0][2], resumed[0][2]
+    assert digest_of(resumed) == want
