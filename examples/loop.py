@@ -2,9 +2,10 @@
 """hydro-example-loop, in Python: an MLP trained with SGD on seeded synthetic data, under hydro.
 
 The lines marked "hydro" are all a user adds to a loop of their own. Under `srun -n N` (N > 1) the
-ranks train with DistributedDataParallel over Gloo (the lines marked "ranks"). Prints 'step N loss
-X' and finally 'weights_digest=<hex>'; checkpoints go to $HYDRO_CKPT_DIR. The same flags and output
-as the C++ hydro-example-loop, so the Slurm path tests run either."""
+ranks train with DistributedDataParallel over Gloo (the lines marked "ranks"), or with --fsdp a model
+sharded by FSDP2 (each rank holds and checkpoints its own shards). Prints 'step N loss X' and
+finally 'weights_digest=<hex>'; checkpoints go to $HYDRO_CKPT_DIR. The same flags and output as the
+C++ hydro-example-loop (but --fsdp), so the Slurm path tests run either."""
 import argparse
 import contextlib
 import ctypes
@@ -41,6 +42,9 @@ def parse():
                    help="the last rank runs torch operators this long after each optimizer step, so "
                         "that the others wait for it in the step end's vote, where it pauses at an "
                         "operator (the weights do not change)")
+    p.add_argument("--fsdp", action="store_true",
+                   help="with several ranks: shard the model with FSDP2 (fully_shard, on the CPU) instead of "
+                        "DistributedDataParallel")
     return p.parse_args()
 
 
@@ -52,12 +56,24 @@ def busy_in_operators(ms):
 
 
 def digest(model):
-    """The weights' bytes, hashed (no numpy: pip's torch does not bring it)."""
+    """The weights' bytes, hashed (no numpy: pip's torch does not bring it). A sharded weight is
+    gathered whole first (every rank calls this)."""
     h = hashlib.sha256()
     for v in model.state_dict().values():
-        v = v.detach().contiguous()
+        v = (v.full_tensor() if hasattr(v, "full_tensor") else v).detach().contiguous()
         h.update(ctypes.string_at(v.data_ptr(), v.numel() * v.element_size()))
     return h.hexdigest()[:16]
+
+
+def shard(net, world_size):
+    """FSDP2: each Linear, then the whole model, sharded over every rank (on the CPU, with Gloo)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    mesh = init_device_mesh("cpu", (world_size,))
+    for layer in net:
+        if isinstance(layer, torch.nn.Linear):
+            fully_shard(layer, mesh=mesh)
+    return fully_shard(net, mesh=mesh)
 
 
 def main():
@@ -73,7 +89,8 @@ def main():
         torch.distributed.init_process_group(
             "gloo", init_method=f"tcp://{env['master_addr']}:{env['master_port']}", rank=env["rank"],
             world_size=env["world_size"], timeout=datetime.timedelta(seconds=a.pg_timeout))
-    model = torch.nn.parallel.DistributedDataParallel(net) if ranks else net  # ranks
+    model = (shard(net, env["world_size"]) if a.fsdp else torch.nn.parallel.DistributedDataParallel(net)) if ranks \
+        else net  # ranks
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
 
     rt = hydro.Runtime()                                                      # hydro

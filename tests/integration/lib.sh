@@ -29,6 +29,9 @@ if [ "${HYDRO_TEST_PROGRAM:-cpp}" = python ]; then
   train=$top/examples/loop.py
   "$python" -c 'import hydro' || fail "$python cannot import hydro (run scripts/setup)"
 fi
+# HYDRO_TEST_ARGS: more options for the program in every run of a test whose script appends
+# "${program_args[@]}" (its reference's too): --fsdp, the Python loop's model sharded by FSDP2.
+read -ra program_args <<<"${HYDRO_TEST_ARGS:-}"
 job_example=$build/examples/hydro-example-train  # the JobRunner example: --data, --epochs, ...
 # HYDRO_TEST_INSTALLED=1 (tests/package): what the Debian packages installed, and nothing of the
 # build: /usr/bin's programs, the plugin through Debian's /etc/slurm/plugstack.conf, and the

@@ -14,7 +14,7 @@ proctrack=${1:-cgroup} pg_timeout=${2:-5} hold=${3:-12} suspends=${4:-2}
 start_cluster "$proctrack"
 
 work=$(mktemp -d /tmp/hydro-it.XXXXXX)
-args=(--steps "${HYDRO_TEST_STEPS:-60}" --log-every 1 --pg-timeout "$pg_timeout" --rank-skew-ms 200 --rank-skew-end-ms 300)
+args=(--steps "${HYDRO_TEST_STEPS:-60}" --log-every 1 --pg-timeout "$pg_timeout" --rank-skew-ms 200 --rank-skew-end-ms 300 "${program_args[@]}")
 
 note "reference: two ranks, never held"
 want=$(reference_run -n 2 --hydro-pause=on -- "${args[@]}")

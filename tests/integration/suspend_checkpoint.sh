@@ -15,7 +15,7 @@ start_cluster "$proctrack"
 
 steps=${HYDRO_TEST_STEPS:-4000}
 work=$(mktemp -d /tmp/hydro-it.XXXXXX)
-args=(--steps "$steps" --log-every 25 --pg-timeout 300)
+args=(--steps "$steps" --log-every 25 --pg-timeout 300 "${program_args[@]}")
 log=$work/job.log
 if [ "$tasks" = 1 ]; then
   run="exec" wake=(-b)  # hydro-launch is the batch shell
