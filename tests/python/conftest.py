@@ -2,6 +2,7 @@
 # build's python/ directory (tests/CMakeLists.txt). A missing part (the binding, torch, numpy)
 # fails the import, so the test fails; nothing here skips.
 import os
+import socket
 import sys
 import time
 
@@ -16,6 +17,13 @@ def wait_for(what, timeout=60, poll=0.001):
     while not what():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(poll)
+
+
+def free_port():
+    """A TCP port free on 127.0.0.1 now: for a rendezvous of ranks that the test starts."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def hydro_env(extra=None):

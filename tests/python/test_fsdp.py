@@ -10,7 +10,6 @@
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 
@@ -18,16 +17,10 @@ import pytest
 import torch
 
 import hydro
-from conftest import HERE, hydro_env
+from conftest import HERE, free_port, hydro_env
 
 WORKER = os.path.join(HERE, "fsdp_train.py")
 STEPS, STOP_AT = 12, 5
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run(ranks, ck, extra=None, stop_at=None):

@@ -2,7 +2,6 @@
 # rank that stops alone is still caught as a hang (hydro.groups, hydro/hang_watch.h).
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -10,18 +9,12 @@ import time
 import pytest
 import torch
 
-from conftest import HERE, hydro_env, wait_for
+from conftest import HERE, free_port, hydro_env, wait_for
 
 WORKER = os.path.join(HERE, "hold_proof_worker.py")
 STEPS, SLOW = 6, 3
 DONE = f"done {2 ** (STEPS + 1) - 2}"
 TORCH2 = int(torch.__version__.split(".")[0]) >= 2
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start(mode, tmp_path, pause="on"):
