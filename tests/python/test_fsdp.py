@@ -20,7 +20,7 @@ import hydro
 from conftest import HERE, free_port, hydro_env
 
 WORKER = os.path.join(HERE, "fsdp_train.py")
-STEPS, STOP_AT = 12, 5
+STEPS, STOP_AT = 40, 5  # 35 steps after the SIGTERM: time for it to land on a loaded machine
 
 
 def run(ranks, ck, extra=None, stop_at=None):
