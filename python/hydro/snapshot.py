@@ -167,6 +167,10 @@ class Snapshot:
         shard alone is copied, into a slot, and a DTensor of the same layout is made around the
         copy, with no communication. Its pickle, like torch.save's of the original, holds the shard
         and the layout, never the whole tensor."""
+        if t.device_mesh.device_type != "cpu":
+            # from_local would move the copy back to the mesh's device on this thread, and the
+            # pickle would then hold bytes of its own: torch.save's path, correct and slower.
+            raise TypeError(f"a DTensor on a {t.device_mesh.device_type} mesh")
         local = self._copy(path, t.to_local(), seen)
         shape.append((path, "dtensor", local.data_ptr(), local.dtype, local.shape, tuple(t.shape), tuple(t.stride()),
                       repr(t.placements), repr(t.device_mesh)))

@@ -73,10 +73,10 @@ stop_cluster() {
   exit $rc
 }
 
-# paced MS: a job script's --step-ms, as shell text that the job's batch shell expands: MS in the
-# job's first run, which must still be training when the test's signal lands; 0 once Slurm has
-# requeued it, when the test only waits for the end.
-paced() { printf '$([ "${SLURM_RESTART_COUNT:-0}" = 0 ] && echo %d || echo 0)' "$1"; }
+# paced MS [RUNS]: a job script's --step-ms, as shell text that the job's batch shell expands: MS
+# in the job's first RUNS runs (default 1), which must still be training when the test's signals
+# land; 0 once Slurm has requeued it RUNS times, when the test only waits for the end.
+paced() { printf '$([ "${SLURM_RESTART_COUNT:-0}" -lt %d ] && echo %d || echo 0)' "${2:-1}" "$1"; }
 
 # paced_program K MS PROGRAM ARGS...: for hydro-launch's command line in a job script, PROGRAM with
 # --step-ms MS in hydro-launch's generations before K (HYDRO_RESTART_GENERATION; unset in the

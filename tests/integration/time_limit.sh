@@ -33,11 +33,12 @@ asked='time limit: --time-limit-margin 40 s before the job.s end: (asking the pr
 note "reference: the same example, never stopped"
 want=$(reference_run "${shape[@]}" -- "${args[@]}") || fail "no weights_digest in the reference run"
 
-# 10 ms a step: the job needs about a minute of training, more than one 1-minute allocation.
+# 10 ms a step in its first two runs: the job needs more than two 1-minute allocations, and is
+# requeued at least twice, once with SLURM_RESTART_COUNT set.
 cat >"$work/job.sh" <<JOB
 #!/bin/bash
 echo "restart count: \${SLURM_RESTART_COUNT:-0}"
-${run[*]} "$launch" -- "$train" ${args[*]} --step-ms $(paced 10)
+${run[*]} "$launch" -- "$train" ${args[*]} --step-ms $(paced 10 2)
 JOB
 log=$work/job.log
 export HYDRO_TEST_LOGS=$log

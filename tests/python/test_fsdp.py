@@ -20,7 +20,8 @@ import hydro
 from conftest import HERE, free_port, hydro_env
 
 WORKER = os.path.join(HERE, "fsdp_train.py")
-STEPS, STOP_AT = 40, 5  # 35 steps after the SIGTERM: time for it to land on a loaded machine
+STEPS, STOP_AT = 40, 5
+LONG = 100000  # the stopped runs' steps: SIGTERM always lands before their end
 
 
 def run(ranks, ck, extra=None, stop_at=None):
@@ -31,7 +32,8 @@ def run(ranks, ck, extra=None, stop_at=None):
     for r in range(ranks):
         env = hydro_env({"RANK": str(r), "WORLD_SIZE": str(ranks), "LOCAL_RANK": str(r), "MASTER_ADDR": "127.0.0.1",
                          "MASTER_PORT": str(port), "HYDRO_CKPT_DIR": str(ck), "PYTHONUNBUFFERED": "1", **(extra or {})})
-        procs.append(subprocess.Popen([sys.executable, WORKER, str(STEPS)], env=env, stdout=subprocess.PIPE,
+        steps = STEPS if stop_at is None else LONG
+        procs.append(subprocess.Popen([sys.executable, WORKER, str(steps)], env=env, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True))
     if stop_at is not None:
         for p in procs:
@@ -88,7 +90,8 @@ def test_each_rank_writes_its_own_shards_and_a_requeue_resumes_them_bit_for_bit(
     assert [s for s, _, _ in stopped] == [hydro.EXIT_REQUEUE] * 2, [err for _, _, err in stopped]
     step_dir = os.path.realpath(ck / "latest")
     with open(os.path.join(step_dir, "manifest.json")) as f:
-        assert json.load(f)["world_size"] == 2
+        manifest = json.load(f)
+    assert manifest["world_size"] == 2 and manifest["step"] < STEPS, manifest
     for r in range(2):
         for name in ("model.pt", "optimizer.pt"):
             only_shards(os.path.join(step_dir, f"rank-{r}", name), 2)
