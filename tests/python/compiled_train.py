@@ -8,6 +8,7 @@ import sys
 import torch
 
 import hydro
+from seeded_steps import train
 
 BACKEND = "inductor"
 
@@ -30,18 +31,9 @@ def main(steps):
     rt = hydro.Runtime()
     rt.track("model", model)
     rt.track("optimizer", opt)
-    step = rt.resume()
-    while step < steps:
-        g = torch.Generator().manual_seed(step)
-        x, y = torch.randn(256, 64, generator=g), torch.randn(256, 4, generator=g)
-        loss = compiled(x, y)  # forward, loss and (through AOTAutograd) backward are compiled code
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        step += 1
-        print(f"step {step}", flush=True)
-        if not rt.step_end(step):
-            sys.exit(hydro.EXIT_REQUEUE)
+    # forward, loss and (through AOTAutograd) backward are compiled code
+    if not train(rt, opt, compiled, ((256, 64), (256, 4)), steps):
+        sys.exit(hydro.EXIT_REQUEUE)
     rt.close()
     h = hashlib.sha256()
     for p in model.parameters():

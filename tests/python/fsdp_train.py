@@ -13,6 +13,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 
 import hydro
+from seeded_steps import train
 
 
 def sharded_model(mesh):
@@ -32,20 +33,10 @@ def main(steps):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     rt.track("model", model)
     rt.track("optimizer", opt)
-    step = rt.resume()
-    while step < steps:
-        g = torch.Generator().manual_seed(step)
-        x, y = torch.randn(16, 32, generator=g), torch.randn(16, 4, generator=g)
-        loss = torch.nn.functional.mse_loss(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        step += 1
-        print(f"step {step}", flush=True)
-        if not rt.step_end(step):
-            rt.close()
-            dist.destroy_process_group()
-            sys.exit(hydro.EXIT_REQUEUE)
+    if not train(rt, opt, lambda x, y: torch.nn.functional.mse_loss(model(x), y), ((16, 32), (16, 4)), steps):
+        rt.close()
+        dist.destroy_process_group()
+        sys.exit(hydro.EXIT_REQUEUE)
     rt.close()
     h = hashlib.sha256()
     for p in model.parameters():
