@@ -122,8 +122,16 @@ def main():
             if a.step_ms:
                 time.sleep(a.step_ms / 1000)
             if not rt.step_end(step):                                         # hydro
+                end_ranks(ranks)
                 sys.exit(hydro.EXIT_REQUEUE)                                  # hydro
     print(f"weights_digest={digest(net)}", flush=True)
+    end_ranks(ranks)
+
+
+def end_ranks(ranks):
+    """torch's gloo can abort at the interpreter's exit if its group is left (pytorch#179291)."""
+    if ranks:
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

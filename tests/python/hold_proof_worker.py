@@ -38,3 +38,6 @@ for step in range(1, steps + 1):
     if rt is not None:
         rt.step_end(step)
 print("done", int(t.item()), flush=True)
+# Without it, torch's gloo can abort at exit: its threads still hold work while the interpreter
+# ends (pytorch/pytorch#179291).
+dist.destroy_process_group()

@@ -44,6 +44,8 @@ def hold(ranks, seconds, tstp=True):
 
 def finish(ranks):
     out = [p.communicate(timeout=120) for p in ranks]
+    for r, (o, e) in enumerate(out):  # whole in the report of a failure (assert messages are cut)
+        print(f"--- rank {r}: status {ranks[r].returncode}\n{o}{e}")
     return [p.returncode for p in ranks], out
 
 
