@@ -197,6 +197,7 @@ void bind_runtime(py::module_& m) {
           },
           py::arg("name"), py::arg("write"), py::arg("read"), py::arg("capture") = py::none())
       .def("resume", &Runtime::resume, py::call_guard<py::gil_scoped_release>())
+      .def("allow_reshard", &Runtime::allow_reshard)
       .def("step_end", &Runtime::step_end, py::arg("step"), py::call_guard<py::gil_scoped_release>())
       .def(
           "watch_collectives",

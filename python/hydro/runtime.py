@@ -7,6 +7,7 @@ import weakref
 import torch
 
 from . import _C, _pause, groups
+from .reshard import Sharded, is_sharded
 from .snapshot import Snapshot, has_dtensor
 
 
@@ -89,7 +90,7 @@ class Runtime:
         _live.add(self)
         groups.on_timeout(self._watch_collectives)
         _workers_leave_sigterm_to_the_training_process()
-        self._names = []
+        self._objects = {}
         settings = self._c.settings
         self._rank0_writes_all = settings["mode"] == "async" and settings["world_size"] > 1
         self.track(self.PYTHON_RNG, _PythonRNG())
@@ -99,37 +100,49 @@ class Runtime:
         restores it with `obj.load_state_dict()` on resume(). A module (DDP too), an optimizer, an
         LR scheduler, a GradScaler, a hydro.DataLoader or sampler, or an object of your own.
         A sharded model (FSDP2's fully_shard, any DTensor parameters) and its optimizer: each rank
-        writes its own shards (sync_any, sync_all) and resumes them on the same number of ranks."""
+        writes its own shards (sync_any, sync_all), and the job resumes them on any number of ranks
+        (hydro.reshard); an optimizer of sharded parameters needs its model tracked too."""
         if not _has_state(obj):
             raise TypeError(f"hydro: track({name!r}): a {type(obj).__name__} has no state_dict() and "
                             "load_state_dict(); wrap it in an object that has")
+        sharded = Sharded(name, obj, self._modules) if is_sharded(obj) else None
+        if sharded is not None and self._rank0_writes_all:
+            self._refuse_lost_shards(name)
 
         def state_dict():
+            if sharded is not None:
+                return sharded.state()
             state = obj.state_dict()
-            if self._rank0_writes_all:
-                self._refuse_lost_shards(name, state)
+            if self._rank0_writes_all and has_dtensor(state):
+                self._refuse_lost_shards(name)
             return state
 
         def write(sink):
             torch.save(state_dict(), sink)
 
         def read(path):
-            obj.load_state_dict(_load(path))
+            if sharded is not None:
+                sharded.load(path)
+            else:
+                obj.load_state_dict(_load(path))
 
-        if self._rank0_writes_all:
-            state_dict()  # a sharded state fails here, before training, as well as at each save
         snapshot = Snapshot(state_dict, fresh=isinstance(obj, _PythonRNG))
         self._c.track_stream(name, write, read, snapshot.capture)
-        self._names.append(name)
+        self._objects[name] = obj
+        if sharded is not None:
+            self._c.allow_reshard()
 
-    def _refuse_lost_shards(self, name, state):
+    def _modules(self):
+        return [o for o in self._objects.values() if isinstance(o, torch.nn.Module)]
+
+    @staticmethod
+    def _refuse_lost_shards(name):
         """A sharded state (DTensors: FSDP2's fully_shard, tensor parallelism) is each rank's own, and
         every rank writes its shards with sync_any and sync_all. In async mode rank 0 alone writes
         for every rank: the other ranks' shards would be lost and their resume load rank 0's."""
-        if has_dtensor(state):
-            raise ValueError(f"hydro: track({name!r}): its state is sharded across the ranks (DTensor: FSDP2, "
-                             "tensor parallelism), and HYDRO_CKPT_MODE=async saves rank 0's state alone; set "
-                             "HYDRO_CKPT_MODE=sync_any or sync_all, in which every rank writes its own shards")
+        raise ValueError(f"hydro: track({name!r}): its state is sharded across the ranks (DTensor: FSDP2, "
+                         "tensor parallelism), and HYDRO_CKPT_MODE=async saves rank 0's state alone; set "
+                         "HYDRO_CKPT_MODE=sync_any or sync_all, in which every rank writes its own shards")
 
     def resume(self):
         """Restores every tracked object and the random generators (torch's CPU and CUDA ones,
@@ -195,12 +208,12 @@ class Runtime:
 
     @property
     def tracked(self):
-        return list(self._names)
+        return list(self._objects)
 
     def __repr__(self):
         s = self._c.settings if self._c is not None else {}
         return (f"hydro.Runtime(checkpoint_dir={s.get('checkpoint_dir')!r}, mode={s.get('mode')!r}, "
-                f"rank={s.get('rank')}, world_size={s.get('world_size')}, tracked={self._names})")
+                f"rank={s.get('rank')}, world_size={s.get('world_size')}, tracked={list(self._objects)})")
 
 
 def atomic_save(obj, path):

@@ -232,11 +232,13 @@ std::string Runtime::save_async(int64_t step, bool keep_always) {
 
 std::string Runtime::load_path(const std::string& checkpoint, const Manifest& m, const std::string& file) const {
   if (!m.sharded) return checkpoint + "/" + file;
-  if (m.world_size != settings_.world_size)
+  if (m.world_size == settings_.world_size || m.world_size < 1)
+    return checkpoint + "/" + CheckpointGroup::shard_dir(settings_.rank) + "/" + file;
+  if (!reshard_)
     throw_status(Status::invalid_argument(
         "checkpoint " + checkpoint + " has the shards of " + std::to_string(m.world_size) + " ranks, this job has " +
         std::to_string(settings_.world_size) + ": resume with the same number of ranks"));
-  return checkpoint + "/" + CheckpointGroup::shard_dir(settings_.rank) + "/" + file;
+  return checkpoint + "/" + CheckpointGroup::shard_dir(settings_.rank % m.world_size) + "/" + file;
 }
 
 int64_t Runtime::resume() {
@@ -265,6 +267,10 @@ int64_t Runtime::resume() {
   }
   epoch_ = manifest.epoch;
   resumed_name_ = CheckpointDir::name_for(manifest.step);
+  if (manifest.sharded && manifest.world_size != settings_.world_size)
+    log("resharded: checkpoint of " + std::to_string(manifest.world_size) + " ranks, this job has " +
+        std::to_string(settings_.world_size) + "; this rank's other files are rank " +
+        std::to_string(settings_.rank % manifest.world_size) + "'s");
   log("resumed from " + path + " at step " + std::to_string(manifest.step));
   const std::string threads = compute_threads_note({manifest.threads, manifest.blas_threads}, compute_threads());
   if (!threads.empty()) log(threads);

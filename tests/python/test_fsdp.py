@@ -5,7 +5,7 @@
 #  - async mode, where rank 0 writes for every rank, refuses a sharded state with several ranks
 #    (the others' shards would be lost), and checkpoints one rank's without a copy on the
 #    training thread;
-#  - a checkpoint of 2 ranks' shards does not resume on 1 (resharding is the next part).
+#  - part 2: a checkpoint of 2 ranks' shards resumes on 1 rank, and one of 1 rank on 2 (hydro.reshard).
 # The ranks' store authenticates with MUNGE: ctest starts munged first (FIXTURES_REQUIRED munge).
 import json
 import os
@@ -63,25 +63,18 @@ def uninterrupted(tmp_path_factory):
 
 
 def only_shards(path, ranks):
-    """Every tensor in the file is a DTensor holding 1/ranks of its global rows: no rank wrote a whole one."""
-    state = torch.load(path, weights_only=False)
-    tensors = []
-
-    def walk(x):
-        if isinstance(x, dict):
-            for v in x.values():
-                walk(v)
-        elif isinstance(x, (list, tuple)):
-            for v in x:
-                walk(v)
-        elif isinstance(x, torch.Tensor) and x.dim() > 0:
-            tensors.append(x)
-
-    walk(state)
+    """The file holds this rank's chunks alone (hydro.reshard): each tensor's chunk is 1/ranks of its
+    global rows, with DCP's description of where it lies; no rank wrote a whole one."""
+    from torch.distributed.checkpoint.metadata import MetadataIndex, TensorStorageMetadata
+    part = torch.load(path, weights_only=False)
+    assert part[hydro.reshard.FORMAT] == hydro.reshard.VERSION, path
+    tensors = {fqn: m for fqn, m in part["metadata"].state_dict_metadata.items()
+               if isinstance(m, TensorStorageMetadata) and len(m.size) > 0}
     assert tensors, path
-    for t in tensors:
-        assert type(t).__name__ == "DTensor", f"{path}: a whole {type(t).__name__} of shape {tuple(t.shape)}"
-        assert t.to_local().shape[0] * ranks == t.shape[0], (path, t.shape, t.to_local().shape)
+    for fqn, m in tensors.items():
+        assert len(m.chunks) == 1 and m.chunks[0].sizes[0] * ranks == m.size[0], (path, fqn, m)
+        data = part["data"][part["metadata"].storage_data[MetadataIndex(fqn, m.chunks[0].offsets)]]
+        assert type(data) is torch.Tensor and data.shape == m.chunks[0].sizes, (path, fqn, data.shape)
 
 
 def test_each_rank_writes_its_own_shards_and_a_requeue_resumes_them_bit_for_bit(tmp_path, uninterrupted):
@@ -98,9 +91,30 @@ def test_each_rank_writes_its_own_shards_and_a_requeue_resumes_them_bit_for_bit(
     resumed = run(2, ck)
     assert all("resumed from" in err for _, _, err in resumed), [err for _, _, err in resumed]
     assert digest_of(resumed) == uninterrupted, "the resumed sharded model differs from the uninterrupted one"
-    # Resharding is not there yet: one rank is told so, by the checkpoint's name and both counts.
+
+
+# Every rank draws the same batch here, so the averaged gradient is each rank's own, exactly, and a
+# run on 1 rank ends with the 2 ranks' bits: a resume on another number of ranks must too.
+def test_two_ranks_shards_resume_on_one_rank(tmp_path, uninterrupted):
+    ck = tmp_path / "ck"
+    stopped = run(2, ck, stop_at=STOP_AT)
+    assert [s for s, _, _ in stopped] == [hydro.EXIT_REQUEUE] * 2, [err for _, _, err in stopped]
     one = run(1, ck)
-    assert one[0][0] != 0 and "has the shards of 2 ranks, this job has 1" in one[0][2], one[0][2]
+    assert "resharded: checkpoint of 2 ranks, this job has 1" in one[0][2], one[0][2]
+    assert digest_of(one) == uninterrupted, "resumed on 1 rank, the model differs from the uninterrupted one"
+
+
+def test_one_ranks_async_checkpoint_resumes_on_two_ranks(tmp_path, uninterrupted):
+    ck = tmp_path / "ck"
+    async_mode = {"HYDRO_CKPT_MODE": "async"}
+    stopped = run(1, ck, async_mode, stop_at=STOP_AT)
+    assert stopped[0][0] == hydro.EXIT_REQUEUE, stopped[0][2]
+    # The shards are copied into hydro's reused buffers: nothing falls back to torch.save on the
+    # training thread.
+    assert "serializing on the training thread" not in stopped[0][2], stopped[0][2]
+    two = run(2, ck)
+    assert all("resumed from" in err for _, _, err in two), [err for _, _, err in two]
+    assert digest_of(two) == uninterrupted, "resumed on 2 ranks, the model differs from the uninterrupted one"
 
 
 def test_async_mode_with_several_ranks_refuses_a_sharded_state(tmp_path):
@@ -108,17 +122,3 @@ def test_async_mode_with_several_ranks_refuses_a_sharded_state(tmp_path):
     for status, _, err in results:
         assert status != 0 and "HYDRO_CKPT_MODE=async saves rank 0's state alone" in err, err
         assert "track('model')" in err, err
-
-
-def test_one_rank_checkpoints_its_sharded_state_asynchronously_and_resumes_it(tmp_path):
-    want = digest_of(run(1, tmp_path / "plain"))
-    ck = tmp_path / "ck"
-    async_mode = {"HYDRO_CKPT_MODE": "async"}
-    stopped = run(1, ck, async_mode, stop_at=STOP_AT)
-    assert stopped[0][0] == hydro.EXIT_REQUEUE, stopped[0][2]
-    # The DTensors' shards are copied into hydro's reused buffers: nothing falls back to torch.save
-    # on the training thread.
-    assert "serializing on the training thread" not in stopped[0][2], stopped[0][2]
-    resumed = run(1, ck, async_mode)
-    assert "resumed from" in resumed[0][2], resumed[0][2]
-    assert digest_of(resumed) == want

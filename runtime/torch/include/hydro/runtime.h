@@ -86,7 +86,12 @@ class Runtime {
 
   // Restores the tracked state and the CPU RNG from HYDRO_RESUME_FROM, else from the newest
   // valid checkpoint in HYDRO_CKPT_DIR. Returns the step to continue from (0 on a fresh start).
+  // A checkpoint of another number of ranks is refused, unless allow_reshard() was called.
   int64_t resume();
+  // The tracked state can resume on another number of ranks than the checkpoint's (the Python
+  // binding's sharded items: each reads every rank's file and takes what this rank holds now).
+  // Each rank's other files are then those of rank (rank mod the checkpoint's ranks).
+  void allow_reshard() { reshard_ = true; }
 
   // Call after each step with the number of steps done. Blocks here if a pause is pending and
   // no operator ran; checkpoints every HYDRO_CKPT_EVERY steps. Returns false after committing a
@@ -147,6 +152,7 @@ class Runtime {
   // The checkpoint resume() loaded (its name). In async mode with several ranks, rank 0 never
   // prunes it in this run: the others may still be reading it, and no vote holds rank 0 back.
   std::string resumed_name_;
+  bool reshard_ = false;  // allow_reshard()
   // Deleting old checkpoints (HYDRO_KEEP_LAST) runs here after save() returns, so training goes on
   // meanwhile; the next save() waits for it, so it never races a commit.
   BackgroundJob pruner_;
