@@ -52,9 +52,10 @@ Status newest_valid(Fs& fs, const std::string& root, const std::function<void(co
 }
 
 // This rank's offer: the checkpoints in `dir` it can load (verified, its own shard in them), and the
-// newest of the job's world size it sees at all.
-Status offer_of(CheckpointDir& dir, const Settings& s, int rank, const std::function<void(const std::string&)>& log,
-                ResumeOffer* offer) {
+// newest of the job's world size it sees at all. With `reshard`, one of another number of ranks N
+// is loadable where it holds rank (rank mod N)'s shard.
+Status offer_of(CheckpointDir& dir, const Settings& s, int rank, bool reshard,
+                const std::function<void(const std::string&)>& log, ResumeOffer* offer) {
   std::vector<CheckpointInfo> committed;
   HYDRO_RETURN_IF_ERROR(dir.list(&committed));
   for (const auto& c : committed) {
@@ -64,8 +65,9 @@ Status offer_of(CheckpointDir& dir, const Settings& s, int rank, const std::func
       log("warning: " + v.message());
       continue;
     }
-    if (m.sharded && m.world_size != s.world_size) continue;
-    if (m.holds_shard(rank)) offer->loadable.insert(c.step);
+    const bool other_size = m.sharded && m.world_size != s.world_size;
+    if (other_size && !(reshard && m.world_size > 0)) continue;
+    if (m.holds_shard(other_size ? rank % m.world_size : rank)) offer->loadable.insert(c.step);
     if (m.sharded && c.step > offer->newest_seen) {
       offer->newest_seen = c.step;
       offer->newest_hosts = m.hosts;
@@ -98,14 +100,14 @@ Status check_not_left_behind(const ResumeAgreement& a) {
   return Status::OK();
 }
 
-Status agreed_by_group(Fs& fs, const Settings& s, CheckpointGroup& group,
+Status agreed_by_group(Fs& fs, const Settings& s, CheckpointGroup& group, bool reshard,
                        const std::function<void(const std::string&)>& log, ResumeChoice* out) {
   // hydro-launch sets both; without HYDRO_CKPT_DIR, its choice's directory is this rank's root.
   const std::string root = !s.checkpoint_dir.empty() ? s.checkpoint_dir : split_checkpoint_path(s.resume_from).first;
   HYDRO_RETURN_IF_ERROR(check_if_present(root));
   CheckpointDir dir(root, fs);
   ResumeOffer offer;
-  HYDRO_RETURN_IF_ERROR(offer_of(dir, s, group.rank(), log, &offer));
+  HYDRO_RETURN_IF_ERROR(offer_of(dir, s, group.rank(), reshard, log, &offer));
   ResumeAgreement a;
   HYDRO_RETURN_IF_ERROR(group.agree_on_resume(offer, &a));
   HYDRO_RETURN_IF_ERROR(check_not_left_behind(a));
@@ -126,10 +128,10 @@ Status agreed_by_group(Fs& fs, const Settings& s, CheckpointGroup& group,
 }  // namespace
 
 Status choose_resume(Fs& fs, const Settings& settings, CheckpointGroup* group,
-                     const std::function<void(const std::string&)>& log, ResumeChoice* out) {
+                     const std::function<void(const std::string&)>& log, ResumeChoice* out, bool reshard) {
   *out = ResumeChoice{};
   if (group && (!settings.checkpoint_dir.empty() || !settings.resume_from.empty()))
-    return agreed_by_group(fs, settings, *group, log, out);
+    return agreed_by_group(fs, settings, *group, reshard, log, out);
   if (!settings.resume_from.empty()) return chosen_by_launcher(fs, settings.resume_from, out);
   if (!settings.checkpoint_dir.empty()) return newest_valid(fs, settings.checkpoint_dir, log, out);
   return Status::OK();

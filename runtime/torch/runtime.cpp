@@ -244,7 +244,7 @@ std::string Runtime::load_path(const std::string& checkpoint, const Manifest& m,
 int64_t Runtime::resume() {
   ResumeChoice choice;
   Status st = choose_resume(
-      fs_, settings_, group_.get(), [](const std::string& m) { log(m); }, &choice);
+      fs_, settings_, group_.get(), [](const std::string& m) { log(m); }, &choice, reshard_);
   if (!st.ok()) throw_status(st);
   const std::string& path = choice.path;
   const Manifest& manifest = choice.manifest;

@@ -33,16 +33,25 @@ def main(steps):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     rt.track("model", model)
     rt.track("optimizer", opt)
-    if not train(rt, opt, lambda x, y: torch.nn.functional.mse_loss(model(x), y), ((16, 32), (16, 4)), steps):
+    loss_of = lambda x, y: torch.nn.functional.mse_loss(model(x), y)  # noqa: E731
+    if not train(rt, opt, loss_of, ((16, 32), (16, 4)), steps, lambda: print_digest("resumed", model, opt)):
         rt.close()
+        print_digest("saved", model, opt)
         dist.destroy_process_group()
         sys.exit(hydro.EXIT_REQUEUE)
     rt.close()
+    print_digest("digest", model, opt)
+    dist.destroy_process_group()
+
+
+def print_digest(what, model, opt):
+    """WHAT=<SHA-256 of every whole weight and every whole tensor of the optimizer's state>."""
     h = hashlib.sha256()
     for p in model.parameters():
         h.update(p.full_tensor().detach().numpy().tobytes())
-    print(f"digest={h.hexdigest()}", flush=True)
-    dist.destroy_process_group()
+        for _, t in sorted(opt.state[p].items()):
+            h.update((t.full_tensor() if hasattr(t, "full_tensor") else t).detach().numpy().tobytes())
+    print(f"{what}={h.hexdigest()}", flush=True)
 
 
 if __name__ == "__main__":

@@ -4,11 +4,14 @@ same ones."""
 import torch
 
 
-def train(rt, opt, loss_of, shapes, steps):
+def train(rt, opt, loss_of, shapes, steps, resumed=None):
     """From rt.resume()'s step to `steps`: x and y of `shapes` drawn for the step, loss_of(x, y),
     backward and opt.step(); prints "step N" after each. Returns False once rt.step_end() asks the
-    program to exit (a checkpoint committed after SIGTERM), True at the end."""
+    program to exit (a checkpoint committed after SIGTERM), True at the end. resumed(), if given,
+    is called after a resume from a checkpoint."""
     step = rt.resume()
+    if step and resumed is not None:
+        resumed()
     while step < steps:
         g = torch.Generator().manual_seed(step)
         x = torch.randn(*shapes[0], generator=g)

@@ -24,8 +24,9 @@ struct ResumeChoice {
 };
 
 // `fs`: the checkpoint directories' filesystem. `group`: null for a rank that checkpoints alone. `log`
-// takes warnings and notes for the user.
+// takes warnings and notes for the user. `reshard`: a group may resume a checkpoint of another
+// number of ranks (Runtime::allow_reshard), which rank r loads as rank (r mod its ranks).
 Status choose_resume(Fs& fs, const Settings& settings, CheckpointGroup* group,
-                     const std::function<void(const std::string&)>& log, ResumeChoice* out);
+                     const std::function<void(const std::string&)>& log, ResumeChoice* out, bool reshard = false);
 
 }  // namespace hydro
