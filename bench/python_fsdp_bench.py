@@ -10,8 +10,8 @@ all (AdamW holds two more copies of the weights). Each rank holds 1/RANKS of it 
     moves, directories fsynced); DCP: dcp.save of get_state_dict(model, optim), as DCP's docs show,
     with its FileSystemWriter (data files and .metadata fsynced), plus an fsync of the checkpoint directory
     and of its parent, the least that makes its names durable;
-  load (the slowest rank's): hydro: rt.resume() (every rank's own shards, checksums checked,
-    load_state_dict); DCP: dcp.load into the model's and the optimizer's state dicts, then
+  load (the slowest rank's): hydro: rt.resume() (each rank checks the checksums of its own shard
+    and reads its own file; the model and the optimizer filled through torch's set_*_state_dict); DCP: dcp.load into the model's and the optimizer's state dicts, then
     set_model_state_dict and set_optimizer_state_dict. Both read what the page cache holds.
 Usage: .venv/bin/python bench/python_fsdp_bench.py [DIR] [--ranks N] [--mb MB] [--rounds N]"""
 import argparse

@@ -124,7 +124,10 @@ def main():
             if not rt.step_end(step):                                         # hydro
                 end_ranks(ranks)
                 sys.exit(hydro.EXIT_REQUEUE)                                  # hydro
-    print(f"weights_digest={digest(net)}", flush=True)
+    # One write: print() writes the text and the newline apart, and under srun the ranks' lines,
+    # written at the same moment, would run together.
+    sys.stdout.write(f"weights_digest={digest(net)}\n")
+    sys.stdout.flush()
     end_ranks(ranks)
 
 

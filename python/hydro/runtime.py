@@ -91,6 +91,7 @@ class Runtime:
         groups.on_timeout(self._watch_collectives)
         _workers_leave_sigterm_to_the_training_process()
         self._objects = {}
+        self._sharded = []
         settings = self._c.settings
         self._rank0_writes_all = settings["mode"] == "async" and settings["world_size"] > 1
         self.track(self.PYTHON_RNG, _PythonRNG())
@@ -105,7 +106,9 @@ class Runtime:
         if not _has_state(obj):
             raise TypeError(f"hydro: track({name!r}): a {type(obj).__name__} has no state_dict() and "
                             "load_state_dict(); wrap it in an object that has")
-        sharded = Sharded(name, obj, self._modules) if is_sharded(obj) else None
+        settings = self._c.settings
+        sharded = Sharded(name, obj, self._modules, settings["rank"], settings["world_size"]) \
+            if is_sharded(obj) else None
         if sharded is not None and self._rank0_writes_all:
             self._refuse_lost_shards(name)
 
@@ -130,6 +133,7 @@ class Runtime:
         self._c.track_stream(name, write, read, snapshot.capture)
         self._objects[name] = obj
         if sharded is not None:
+            self._sharded.append(sharded)
             self._c.allow_reshard()
 
     def _modules(self):
@@ -148,6 +152,8 @@ class Runtime:
         """Restores every tracked object and the random generators (torch's CPU and CUDA ones,
         Python's and numpy's) from HYDRO_RESUME_FROM, else the newest valid checkpoint in
         HYDRO_CKPT_DIR. Returns the step to continue from: 0 on a fresh start."""
+        for sharded in self._sharded:
+            sharded.check()  # now, not at the first save (which may be SIGTERM's)
         return self._c.resume()
 
     def step_end(self, step):

@@ -249,13 +249,15 @@ Status CheckpointDir::read_manifest(const std::string& name, Manifest* out) cons
   return Status::OK();
 }
 
-Status CheckpointDir::verify(const std::string& name, Manifest* out) const {
+Status CheckpointDir::verify(const std::string& name, Manifest* out, int only_rank) const {
   const std::string dir = root_ + "/" + name;
   Manifest m;
   HYDRO_RETURN_IF_ERROR(read_manifest(name, &m));
   Status s;
   XXH64_state_t* hash = XXH64_createState();
   for (const auto& f : m.files) {
+    const bool others = f.name.find('/') != std::string::npos && !Manifest::in_shard(f.name, only_rank);
+    if (only_rank >= 0 && m.sharded && others) continue;
     const std::string path = dir + "/" + f.name;
     uint64_t size = 0;
     XXH64_reset(hash, 0);

@@ -51,23 +51,38 @@ Status newest_valid(Fs& fs, const std::string& root, const std::function<void(co
   return Status::OK();
 }
 
+bool holds_every_shard(const Manifest& m) {
+  if (m.world_size < 1) return false;
+  for (int r = 0; r < m.world_size; ++r)
+    if (!m.holds_shard(r)) return false;
+  return true;
+}
+
 // This rank's offer: the checkpoints in `dir` it can load (verified, its own shard in them), and the
 // newest of the job's world size it sees at all. With `reshard`, one of another number of ranks N
-// is loadable where it holds rank (rank mod N)'s shard.
+// is loadable where it holds every rank's shard (a directory every node shares): a resharded
+// state reads them all. `other_size_newest`: the newest of another number of ranks.
 Status offer_of(CheckpointDir& dir, const Settings& s, int rank, bool reshard,
-                const std::function<void(const std::string&)>& log, ResumeOffer* offer) {
+                const std::function<void(const std::string&)>& log, ResumeOffer* offer, Manifest* other_size_newest) {
   std::vector<CheckpointInfo> committed;
   HYDRO_RETURN_IF_ERROR(dir.list(&committed));
   for (const auto& c : committed) {
+    // Of the job's number of ranks, each rank checks its own shard (the agreement needs every
+    // rank's); of another, a resharded state reads every shard, so each rank checks them all.
     Manifest m;
-    Status v = dir.verify(c.name, &m);
+    Status v = dir.read_manifest(c.name, &m);
+    const bool other_size = v.ok() && m.sharded && m.world_size != s.world_size;
+    if (v.ok() && !(other_size && !reshard)) v = dir.verify(c.name, &m, other_size ? -1 : rank);
     if (!v.ok()) {
       log("warning: " + v.message());
       continue;
     }
-    const bool other_size = m.sharded && m.world_size != s.world_size;
-    if (other_size && !(reshard && m.world_size > 0)) continue;
-    if (m.holds_shard(other_size ? rank % m.world_size : rank)) offer->loadable.insert(c.step);
+    if (other_size) {
+      if (reshard && holds_every_shard(m)) offer->loadable.insert(c.step);
+      if (m.step > other_size_newest->step) *other_size_newest = m;
+      continue;
+    }
+    if (m.holds_shard(rank)) offer->loadable.insert(c.step);
     if (m.sharded && c.step > offer->newest_seen) {
       offer->newest_seen = c.step;
       offer->newest_hosts = m.hosts;
@@ -107,10 +122,19 @@ Status agreed_by_group(Fs& fs, const Settings& s, CheckpointGroup& group, bool r
   HYDRO_RETURN_IF_ERROR(check_if_present(root));
   CheckpointDir dir(root, fs);
   ResumeOffer offer;
-  HYDRO_RETURN_IF_ERROR(offer_of(dir, s, group.rank(), reshard, log, &offer));
+  Manifest other_size;  // the newest checkpoint of another number of ranks
+  other_size.step = -1;
+  HYDRO_RETURN_IF_ERROR(offer_of(dir, s, group.rank(), reshard, log, &offer, &other_size));
   ResumeAgreement a;
   HYDRO_RETURN_IF_ERROR(group.agree_on_resume(offer, &a));
   HYDRO_RETURN_IF_ERROR(check_not_left_behind(a));
+  if (!reshard && other_size.step > a.step)
+    return Status::invalid_argument(
+        "resume: the checkpoint of step " + std::to_string(other_size.step) + " in " + dir.root() +
+        " has the shards of " + std::to_string(other_size.world_size) + " ranks, this job has " +
+        std::to_string(s.world_size) + ", and its state cannot be resharded. Resuming from " + step_text(a.step) +
+        " would lose the steps since, so hydro stops: resume with " + std::to_string(other_size.world_size) +
+        " ranks, or move the checkpoints out of HYDRO_CKPT_DIR to start over on purpose");
   const int64_t agreed = a.step;
   const std::set<int64_t>& loadable = offer.loadable;
   const int64_t newest = loadable.empty() ? -1 : *loadable.rbegin();

@@ -232,9 +232,9 @@ std::string Runtime::save_async(int64_t step, bool keep_always) {
 
 std::string Runtime::load_path(const std::string& checkpoint, const Manifest& m, const std::string& file) const {
   if (!m.sharded) return checkpoint + "/" + file;
-  if (m.world_size == settings_.world_size || m.world_size < 1)
+  if (m.world_size == settings_.world_size)
     return checkpoint + "/" + CheckpointGroup::shard_dir(settings_.rank) + "/" + file;
-  if (!reshard_)
+  if (!reshard_ || m.world_size < 1)
     throw_status(Status::invalid_argument(
         "checkpoint " + checkpoint + " has the shards of " + std::to_string(m.world_size) + " ranks, this job has " +
         std::to_string(settings_.world_size) + ": resume with the same number of ranks"));

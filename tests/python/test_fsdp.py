@@ -63,18 +63,18 @@ def uninterrupted(tmp_path_factory):
 
 
 def only_shards(path, ranks):
-    """The file holds this rank's chunks alone (hydro.reshard): each tensor's chunk is 1/ranks of its
-    global rows, with DCP's description of where it lies; no rank wrote a whole one."""
-    from torch.distributed.checkpoint.metadata import MetadataIndex, TensorStorageMetadata
-    part = torch.load(path, weights_only=False)
+    """The file holds this rank's chunks alone (hydro.reshard), and loads with weights_only=True:
+    each tensor's chunk is 1/ranks of its global rows; no rank wrote a whole one."""
+    part = torch.load(path, weights_only=True)
     assert part[hydro.reshard.FORMAT] == hydro.reshard.VERSION, path
-    tensors = {fqn: m for fqn, m in part["metadata"].state_dict_metadata.items()
-               if isinstance(m, TensorStorageMetadata) and len(m.size) > 0}
+    tensors = {fqn: whole for fqn, whole in part["tensors"].items() if len(whole["size"]) > 0}
     assert tensors, path
-    for fqn, m in tensors.items():
-        assert len(m.chunks) == 1 and m.chunks[0].sizes[0] * ranks == m.size[0], (path, fqn, m)
-        data = part["data"][part["metadata"].storage_data[MetadataIndex(fqn, m.chunks[0].offsets)]]
-        assert type(data) is torch.Tensor and data.shape == m.chunks[0].sizes, (path, fqn, data.shape)
+    for fqn, whole in tensors.items():
+        assert len(whole["chunks"]) == 1, (path, fqn, whole)
+        offsets, sizes, i = whole["chunks"][0]
+        assert sizes[0] * ranks == whole["size"][0], (path, fqn, whole)
+        data = part["data"][i]
+        assert type(data) is torch.Tensor and tuple(data.shape) == sizes, (path, fqn, data.shape)
 
 
 def test_each_rank_writes_its_own_shards_and_a_requeue_resumes_them_bit_for_bit(tmp_path, uninterrupted):
@@ -132,3 +132,9 @@ def test_async_mode_with_several_ranks_refuses_a_sharded_state(tmp_path):
     for status, _, err, _ in results:
         assert status != 0 and "HYDRO_CKPT_MODE=async saves rank 0's state alone" in err, err
         assert "track('model')" in err, err
+
+
+def test_an_optimizer_of_sharded_parameters_tracked_without_its_model_is_refused_at_resume(tmp_path):
+    results = run(1, tmp_path / "ck", {"FSDP_TRAIN_UNTRACKED_MODEL": "1"})
+    status, _, err, _ = results[0]
+    assert status != 0 and "track('optimizer')" in err and "track the model too" in err, err

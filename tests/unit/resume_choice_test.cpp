@@ -129,7 +129,7 @@ void save_on_hosts(const TempDir& t, const std::vector<std::string>& hosts, int6
 
 // Resumes ranks on `hosts`, each from its host's root; the status of each rank.
 std::vector<Status> resume_on_hosts(const TempDir& t, const std::vector<std::string>& hosts,
-                                    std::vector<ResumeChoice>* out) {
+                                    std::vector<ResumeChoice>* out, bool reshard = false) {
   const int world = static_cast<int>(hosts.size());
   out->assign(world, {});
   MemoryStore store;
@@ -140,8 +140,52 @@ std::vector<Status> resume_on_hosts(const TempDir& t, const std::vector<std::str
     s.checkpoint_dir = t.path + "/" + hosts[r];
     CheckpointGroup g(store, r, world, hosts[r], 5000ms);
     return choose_resume(
-        posix_fs(), s, &g, [](const std::string&) {}, &(*out)[r]);
+        posix_fs(), s, &g, [](const std::string&) {}, &(*out)[r], reshard);
   });
+}
+
+// Each rank checks its own shard only; the newest step every rank passed is the one resumed.
+TEST(ResumeChoice, AShardCorruptedInOneRankTakesTheGroupBackToTheStepBefore) {
+  TempDir t;
+  save_on_hosts(t, {"n", "n"}, 10);
+  save_on_hosts(t, {"n", "n"}, 20);
+  {
+    std::ofstream f(t.path + "/n/step-000000000020/rank-1/model.pt", std::ios::binary | std::ios::trunc);
+    f << "rank X";
+  }
+  std::vector<ResumeChoice> got;
+  auto st = resume_on_hosts(t, {"n", "n"}, &got);
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(st[r].ok()) << r << ": " << st[r].to_string();
+    EXPECT_EQ(got[r].manifest.step, 10) << r;
+  }
+}
+
+TEST(ResumeChoice, AGroupOfAnotherSizeStopsInsteadOfStartingOverWhenItsStateCannotBeResharded) {
+  TempDir t;
+  save_on_hosts(t, {"n", "n"}, 10);
+  std::vector<ResumeChoice> got;
+  auto st = resume_on_hosts(t, {"n", "n", "n"}, &got);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(st[r].code(), Code::invalid_argument) << r;
+    EXPECT_NE(st[r].message().find("the checkpoint of step 10 in " + t.path +
+                                   "/n has the shards of 2 ranks, this job "
+                                   "has 3, and its state cannot be resharded"),
+              std::string::npos)
+        << st[r].message();
+  }
+}
+
+TEST(ResumeChoice, AGroupThatReshardsResumesFromACheckpointOfAnotherSizeInASharedDirectory) {
+  TempDir t;
+  save_on_hosts(t, {"n", "n"}, 10);
+  std::vector<ResumeChoice> got;
+  auto st = resume_on_hosts(t, {"n", "n", "n"}, &got, /*reshard=*/true);
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(st[r].ok()) << r << ": " << st[r].to_string();
+    EXPECT_EQ(got[r].manifest.step, 10) << r;
+    EXPECT_EQ(got[r].manifest.world_size, 2) << r;
+  }
 }
 
 TEST(ResumeChoice, ARequeueOntoOtherHostsStopsInsteadOfResumingFromAnOlderStepWithNodeLocalDirectories) {

@@ -132,7 +132,9 @@ class CheckpointDir {
   Status begin_named(const std::string& staging_name, int64_t step, std::unique_ptr<CheckpointWriter>* out);
 
   // Checks a checkpoint against its manifest: every file present, of the right size and hash.
-  Status verify(const std::string& name, Manifest* out = nullptr) const;
+  // `only_rank` >= 0, in a sharded checkpoint: that rank's shard and the files outside every shard
+  // (the ranks of a group each check their own, and resume only from what all of them passed).
+  Status verify(const std::string& name, Manifest* out = nullptr, int only_rank = -1) const;
   // Reads and checks only the manifest (no file hashes): for a checkpoint verify() just passed.
   Status read_manifest(const std::string& name, Manifest* out) const;
   // The newest checkpoint that verifies: `latest` first, then the others newest first.
