@@ -27,18 +27,21 @@ FORMAT = "hydro.reshardable"  # the key that marks a file of this kind, and its 
 VERSION = 1
 
 
+def _parameters(obj):
+    """A module's or an optimizer's parameters; none for another object."""
+    if isinstance(obj, torch.nn.Module):
+        return list(obj.parameters())
+    if isinstance(obj, torch.optim.Optimizer):
+        return [p for group in obj.param_groups for p in group["params"]]
+    return []
+
+
 def is_sharded(obj):
     """Whether obj's state holds DTensors: a module's or an optimizer's parameters are DTensors (an
     optimizer has no state before its first step), or its state_dict() holds one."""
     if not any(m in sys.modules for m in ("torch.distributed.tensor", "torch.distributed._tensor")):
         return False  # no DTensor can exist (torch 1.13 without tensor parallelism)
-    if isinstance(obj, torch.nn.Module):
-        params = list(obj.parameters())
-    elif isinstance(obj, torch.optim.Optimizer):
-        params = [p for group in obj.param_groups for p in group["params"]]
-    else:
-        params = []
-    if any(_is_dtensor(p) for p in params):
+    if any(_is_dtensor(p) for p in _parameters(obj)):
         return True
     try:
         return has_dtensor(obj.state_dict())
@@ -60,7 +63,7 @@ class Sharded:
             self._model()
 
     def _model(self):
-        mine = {id(p) for group in self.obj.param_groups for p in group["params"]}
+        mine = {id(p) for p in _parameters(self.obj)}
         for module in self._modules():
             if any(id(p) in mine for p in module.parameters()):
                 return module
@@ -195,12 +198,12 @@ def fill(name, state, parts):
     plan = planner.finish_plan(planner.create_global_plan([planner.create_local_plan()])[0])
     for item in plan.items:
         p, i = metadata.storage_data[item.storage_index]
-        saved = parts[p]["data"][i]
+        stored = parts[p]["data"][i]
         if item.type == LoadItemType.BYTE_IO:
-            planner.load_bytes(item, io.BytesIO(saved))
+            planner.load_bytes(item, io.BytesIO(stored))
             continue
         for dim, (start, length) in enumerate(zip(item.storage_offsets, item.lengths)):
-            saved = saved.narrow(dim, start, length)
+            stored = stored.narrow(dim, start, length)
         target = planner.resolve_tensor(item).detach()
-        target.copy_(saved)
+        target.copy_(stored)
         planner.commit_tensor(item, target)

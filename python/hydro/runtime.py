@@ -93,7 +93,8 @@ class Runtime:
         self._objects = {}
         self._sharded = []
         settings = self._c.settings
-        self._rank0_writes_all = settings["mode"] == "async" and settings["world_size"] > 1
+        self._rank, self._world_size = settings["rank"], settings["world_size"]
+        self._rank0_writes_all = settings["mode"] == "async" and self._world_size > 1
         self.track(self.PYTHON_RNG, _PythonRNG())
 
     def track(self, name, obj):
@@ -106,9 +107,7 @@ class Runtime:
         if not _has_state(obj):
             raise TypeError(f"hydro: track({name!r}): a {type(obj).__name__} has no state_dict() and "
                             "load_state_dict(); wrap it in an object that has")
-        settings = self._c.settings
-        sharded = Sharded(name, obj, self._modules, settings["rank"], settings["world_size"]) \
-            if is_sharded(obj) else None
+        sharded = Sharded(name, obj, self._modules, self._rank, self._world_size) if is_sharded(obj) else None
         if sharded is not None and self._rank0_writes_all:
             self._refuse_lost_shards(name)
 

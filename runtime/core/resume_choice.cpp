@@ -72,7 +72,7 @@ Status offer_of(CheckpointDir& dir, const Settings& s, int rank, bool reshard,
     Manifest m;
     Status v = dir.read_manifest(c.name, &m);
     const bool other_size = v.ok() && m.sharded && m.world_size != s.world_size;
-    if (v.ok() && !(other_size && !reshard)) v = dir.verify(c.name, &m, other_size ? -1 : rank);
+    if (v.ok() && (!other_size || reshard)) v = dir.verify(c.name, &m, other_size ? -1 : rank);
     if (!v.ok()) {
       log("warning: " + v.message());
       continue;

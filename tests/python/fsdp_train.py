@@ -1,8 +1,10 @@
 """One rank of a model sharded with FSDP2 (fully_shard, CPU and gloo) trained under hydro, for
 test_fsdp.py. RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT as torchrun sets them. hydro tracks the
 sharded model and its AdamW; a batch is drawn from a generator seeded by the step, the same on every
-rank. Prints "step N" after each step; on SIGTERM checkpoints at the step's end and exits 75; at the
-end prints digest=<SHA-256 of every whole weight> (gathered here, for the digest only).
+rank. Prints "step N" after each step; on SIGTERM checkpoints at the step's end, prints
+saved=<digest> and exits 75; after a resume prints resumed=<digest>; at the end prints
+digest=<digest>: a SHA-256 of every whole weight and optimizer tensor (gathered for it alone).
+FSDP_TRAIN_UNTRACKED_MODEL=1 tracks the optimizer without its model.
 Usage: fsdp_train.py STEPS"""
 import hashlib
 import os

@@ -45,6 +45,7 @@ def run(ranks, ck, extra=None, stop_at=None):
     out = []
     for p in procs:
         stdout, stderr = p.communicate(timeout=300)
+        print(f"--- a rank: status {p.returncode}\n{stdout}{stderr}")  # whole in a failure's report
         digests = dict(line.split("=", 1) for line in stdout.splitlines() if "=" in line)
         out.append((p.returncode, digests.get("digest"), stderr, digests))
     return out
