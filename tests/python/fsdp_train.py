@@ -4,7 +4,8 @@ sharded model and its AdamW; a batch is drawn from a generator seeded by the ste
 rank. Prints "step N" after each step; on SIGTERM checkpoints at the step's end, prints
 saved=<digest> and exits 75; after a resume prints resumed=<digest>; at the end prints
 digest=<digest>: a SHA-256 of every whole weight and optimizer tensor (gathered for it alone).
-FSDP_TRAIN_UNTRACKED_MODEL=1 tracks the optimizer without its model.
+FSDP_TRAIN_UNTRACKED_MODEL=1 tracks the optimizer without its model. FSDP_TRAIN_DEVICE=cuda trains
+on GPU LOCAL_RANK with NCCL (tests/gpu); the batches are drawn on the CPU either way.
 Usage: fsdp_train.py STEPS"""
 import hashlib
 import os
@@ -29,15 +30,20 @@ def sharded_model(mesh):
     return fully_shard(model, mesh=mesh)
 
 
+DEVICE = os.environ.get("FSDP_TRAIN_DEVICE", "cpu")
+
+
 def main(steps):
     rt = hydro.Runtime()  # first: it sets up the ranks' store and watches the group's timeout
-    dist.init_process_group("gloo")
-    model = sharded_model(init_device_mesh("cpu", (dist.get_world_size(),)))
+    if DEVICE == "cuda":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    dist.init_process_group("nccl" if DEVICE == "cuda" else "gloo")
+    model = sharded_model(init_device_mesh(DEVICE, (dist.get_world_size(),)))  # built on the CPU, moved
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     if not os.environ.get("FSDP_TRAIN_UNTRACKED_MODEL"):  # the test of an optimizer tracked alone
         rt.track("model", model)
     rt.track("optimizer", opt)
-    loss_of = lambda x, y: torch.nn.functional.mse_loss(model(x), y)  # noqa: E731
+    loss_of = lambda x, y: torch.nn.functional.mse_loss(model(x.to(DEVICE)), y.to(DEVICE))  # noqa: E731
     if not train(rt, opt, loss_of, ((16, 32), (16, 4)), steps, lambda: print_digest("resumed", model, opt)):
         rt.close()
         print_digest("saved", model, opt)
@@ -52,9 +58,9 @@ def print_digest(what, model, opt):
     """WHAT=<SHA-256 of every whole weight and every whole tensor of the optimizer's state>."""
     h = hashlib.sha256()
     for p in model.parameters():
-        h.update(p.full_tensor().detach().numpy().tobytes())
+        h.update(p.full_tensor().detach().cpu().numpy().tobytes())
         for _, t in sorted(opt.state[p].items()):
-            h.update((t.full_tensor() if hasattr(t, "full_tensor") else t).detach().numpy().tobytes())
+            h.update((t.full_tensor() if hasattr(t, "full_tensor") else t).detach().cpu().numpy().tobytes())
     print(f"{what}={h.hexdigest()}", flush=True)
 
 
