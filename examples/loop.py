@@ -11,6 +11,7 @@ import contextlib
 import ctypes
 import datetime
 import hashlib
+import os
 import sys
 import time
 
@@ -122,19 +123,26 @@ def main():
             if a.step_ms:
                 time.sleep(a.step_ms / 1000)
             if not rt.step_end(step):                                         # hydro
-                end_ranks(ranks)
-                sys.exit(hydro.EXIT_REQUEUE)                                  # hydro
+                end(rt, ranks, hydro.EXIT_REQUEUE)                            # hydro
     # One write: print() writes the text and the newline apart, and under srun the ranks' lines,
     # written at the same moment, would run together.
     sys.stdout.write(f"weights_digest={digest(net)}\n")
     sys.stdout.flush()
-    end_ranks(ranks)
+    end(rt, ranks, 0)
 
 
-def end_ranks(ranks):
-    """torch's gloo can abort at the interpreter's exit if its group is left (pytorch#179291)."""
-    if ranks:
-        torch.distributed.destroy_process_group()
+def end(rt, ranks, status):
+    """Closes the Runtime and ends the program with `status`. With several ranks, it leaves the
+    group and skips the interpreter's finalization: during it, a gloo thread that frees the last
+    gathered tensor needs the GIL for the tensor's Python object and aborts the process
+    (pytorch/pytorch#179291)."""
+    rt.close()
+    if not ranks:
+        sys.exit(status)
+    torch.distributed.destroy_process_group()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
 
 
 if __name__ == "__main__":

@@ -47,11 +47,20 @@ def main(steps):
     if not train(rt, opt, loss_of, ((16, 32), (16, 4)), steps, lambda: print_digest("resumed", model, opt)):
         rt.close()
         print_digest("saved", model, opt)
-        dist.destroy_process_group()
-        sys.exit(hydro.EXIT_REQUEUE)
+        end(hydro.EXIT_REQUEUE)
     rt.close()
     print_digest("digest", model, opt)
+    end(0)
+
+
+def end(status):
+    """Leaves the group and ends the process without the interpreter's finalization. During it, a
+    gloo thread that frees the last gathered tensor needs the GIL for the tensor's Python object and
+    aborts the process ("terminate called without an active exception"; pytorch/pytorch#179291)."""
     dist.destroy_process_group()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
 
 
 def print_digest(what, model, opt):
