@@ -1,0 +1,113 @@
+#include "hydro/gpu_release.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace hydro {
+
+namespace {
+
+constexpr uint64_t kMiB = 1ull << 20;
+constexpr uint64_t kMinHostRoom = 1ull << 30;
+
+std::string mib(uint64_t bytes) { return std::to_string(bytes / kMiB) + " MiB"; }
+
+uint64_t host_room(uint64_t device_bytes) { return std::max(kMinHostRoom, device_bytes / 8); }
+
+}  // namespace
+
+const char* gpu_release_name(GpuRelease g) {
+  switch (g) {
+    case GpuRelease::off: return "off";
+    case GpuRelease::cache: return "cache";
+    case GpuRelease::full: return "full";
+  }
+  return "off";
+}
+
+bool gpu_release_from_name(const std::string& name, GpuRelease* out) {
+  for (GpuRelease g : {GpuRelease::off, GpuRelease::cache, GpuRelease::full}) {
+    if (name == gpu_release_name(g)) {
+      *out = g;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool fits_in_host(uint64_t device_bytes, uint64_t host_available) {
+  return host_available >= device_bytes && host_available - device_bytes >= host_room(device_bytes);
+}
+
+GpuReleaser::GpuReleaser(GpuRelease mode, DeviceCalls calls, std::function<void(const std::string&)> log)
+    : mode_(mode), calls_(std::move(calls)), log_(std::move(log)) {}
+
+GpuRelease GpuReleaser::release(std::chrono::milliseconds lock_timeout) {
+  held_ = GpuRelease::off;
+  if (mode_ == GpuRelease::full && release_full(lock_timeout)) return held_ = GpuRelease::full;
+  if (mode_ != GpuRelease::off) held_ = release_cache();
+  return held_;
+}
+
+bool GpuReleaser::release_full(std::chrono::milliseconds lock_timeout) {
+  const uint64_t bytes = calls_.device_bytes(), available = calls_.host_available();
+  if (!fits_in_host(bytes, available)) {
+    log_("gpu_release=full: the device state (" + mib(bytes) + ") does not fit in host memory (" + mib(available) +
+         " available, " + mib(host_room(bytes)) + " kept free): releasing the cache only");
+    return false;
+  }
+  Status s = calls_.suspend_collectives();
+  if (!s.ok()) return give_up("suspending the NCCL communicators", s);
+  s = calls_.lock(lock_timeout);
+  if (!s.ok()) {
+    undo("resuming the NCCL communicators", calls_.resume_collectives);
+    return give_up("locking the process's CUDA calls", s);
+  }
+  s = calls_.checkpoint();
+  if (!s.ok()) {
+    undo("unlocking the process's CUDA calls", calls_.unlock);
+    undo("resuming the NCCL communicators", calls_.resume_collectives);
+    return give_up("moving the device state to host memory", s);
+  }
+  log_("gpu_release=full: " + mib(bytes) + " of device state moved to host memory; the GPU is free");
+  return true;
+}
+
+bool GpuReleaser::give_up(const std::string& step, const Status& why) {
+  log_("gpu_release=full failed " + step + " (" + why.message() + "): releasing the cache only");
+  return false;
+}
+
+void GpuReleaser::undo(const char* step, const std::function<Status()>& call) {
+  Status s = call();
+  if (s.ok() || !lost_.ok()) return;
+  lost_ = Status::io(std::string("gpu_release=full: ") + step + " after a failed release failed (" + s.message() +
+                     "): the device state cannot come back");
+  log_(lost_.message());
+}
+
+GpuRelease GpuReleaser::release_cache() {
+  Status s = calls_.release_cache();
+  if (s.ok()) return GpuRelease::cache;
+  log_("gpu_release: freeing the allocator's cached memory failed (" + s.message() + ")");
+  return GpuRelease::off;
+}
+
+Status GpuReleaser::restore() {
+  const GpuRelease held = std::exchange(held_, GpuRelease::off);
+  HYDRO_RETURN_IF_ERROR(lost_);
+  return held == GpuRelease::full ? bring_back() : Status::OK();
+}
+
+Status GpuReleaser::bring_back() {
+  Status s = calls_.restore();
+  if (!s.ok()) return lost_ = Status::io("gpu_release=full: restoring the device state failed: " + s.message());
+  s = calls_.unlock();
+  if (!s.ok()) return lost_ = Status::io("gpu_release=full: unlocking the process's CUDA calls failed: " + s.message());
+  s = calls_.resume_collectives();
+  if (!s.ok()) return lost_ = Status::io("gpu_release=full: resuming the NCCL communicators failed: " + s.message());
+  log_("gpu_release=full: the device state is back on the GPU");
+  return Status::OK();
+}
+
+}  // namespace hydro

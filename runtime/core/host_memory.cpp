@@ -1,0 +1,84 @@
+#include "hydro/host_memory.h"
+
+#include <algorithm>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+namespace hydro {
+
+namespace {
+
+constexpr uint64_t kNoLimit = std::numeric_limits<uint64_t>::max();
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+bool parse_bytes(const std::string& text, uint64_t* out) {
+  size_t used = 0;
+  try {
+    *out = std::stoull(text, &used);
+  } catch (const std::exception&) {
+    return false;
+  }
+  return text.find_first_not_of(" \n", used) == std::string::npos;
+}
+
+}  // namespace
+
+uint64_t mem_available_of(const std::string& meminfo) {
+  std::istringstream lines(meminfo);
+  std::string key, unit;
+  uint64_t value = 0;
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream fields(line);
+    if (fields >> key >> value >> unit && key == "MemAvailable:") return unit == "kB" ? value * 1024 : value;
+  }
+  return 0;
+}
+
+uint64_t cgroup_room_of(const std::string& limit, const std::string& usage) {
+  uint64_t max = 0, used = 0;
+  if (!parse_bytes(limit, &max) || !parse_bytes(usage, &used)) return kNoLimit;
+  return max > used ? max - used : 0;
+}
+
+std::string memory_cgroup_of(const std::string& proc_self_cgroup, bool* v1) {
+  std::istringstream lines(proc_self_cgroup);
+  std::string v2;
+  for (std::string line; std::getline(lines, line);) {
+    const size_t a = line.find(':'), b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    const std::string controllers = "," + line.substr(a + 1, b - a - 1) + ",";
+    if (controllers.find(",memory,") != std::string::npos) {
+      *v1 = true;
+      return line.substr(b + 1);
+    }
+    if (line.rfind("0::", 0) == 0) v2 = line.substr(3);
+  }
+  *v1 = false;
+  return v2;
+}
+
+uint64_t host_memory_available() {
+  uint64_t room = mem_available_of(read_text("/proc/meminfo"));
+  bool v1 = false;
+  std::string path = memory_cgroup_of(read_text("/proc/self/cgroup"), &v1);
+  if (path.empty()) return room;
+  const std::string root = v1 ? "/sys/fs/cgroup/memory" : "/sys/fs/cgroup";
+  const char* limit = v1 ? "/memory.limit_in_bytes" : "/memory.max";
+  const char* usage = v1 ? "/memory.usage_in_bytes" : "/memory.current";
+  for (;;) {
+    const std::string dir = root + (path == "/" ? std::string() : path);
+    room = std::min(room, cgroup_room_of(read_text(dir + limit), read_text(dir + usage)));
+    if (path == "/" || path.empty()) return room;
+    const size_t slash = path.find_last_of('/');
+    path = slash == 0 ? "/" : path.substr(0, slash);
+  }
+}
+
+}  // namespace hydro

@@ -1,0 +1,197 @@
+// Issue 33: the order of a GPU release's calls and every fallback (hydro/gpu_release.h), through a
+// fake of the driver's calls that records them and fails the one it is told to. The driver's own
+// calls run on a GPU machine only (scripts/gpu-check).
+#include "hydro/gpu_release.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace hydro {
+namespace {
+
+using std::chrono::milliseconds;
+using Calls = std::vector<std::string>;
+constexpr uint64_t kGiB = 1ull << 30;
+
+// A process with `device` bytes on the GPU and `host` bytes of host memory free; the call named
+// `fail` (and any in `also_fail`) returns an error.
+struct FakeDevice {
+  uint64_t device = 4 * kGiB, host = 64 * kGiB;
+  std::string fail;
+  std::vector<std::string> also_fail;
+  Calls calls;
+  std::vector<std::string> logs;
+
+  std::function<Status()> call(const std::string& name) {
+    return [this, name] {
+      calls.push_back(name);
+      bool fails = name == fail;
+      for (const auto& f : also_fail) fails = fails || name == f;
+      return fails ? Status::io(name + " refused") : Status::OK();
+    };
+  }
+  DeviceCalls device_calls() {
+    DeviceCalls c;
+    c.device_bytes = [this] { return device; };
+    c.host_available = [this] { return host; };
+    c.release_cache = call("release_cache");
+    c.suspend_collectives = call("suspend_collectives");
+    c.resume_collectives = call("resume_collectives");
+    auto lock = call("lock");
+    c.lock = [lock](milliseconds) { return lock(); };
+    c.checkpoint = call("checkpoint");
+    c.restore = call("restore");
+    c.unlock = call("unlock");
+    return c;
+  }
+  GpuReleaser releaser(GpuRelease mode) {
+    return GpuReleaser(mode, device_calls(), [this](const std::string& line) { logs.push_back(line); });
+  }
+  bool logged(const std::string& part) const {
+    for (const auto& l : logs)
+      if (l.find(part) != std::string::npos) return true;
+    return false;
+  }
+};
+
+TEST(GpuRelease, NamesRoundTripAndABadOneIsRefused) {
+  for (GpuRelease g : {GpuRelease::off, GpuRelease::cache, GpuRelease::full}) {
+    GpuRelease back = GpuRelease::off;
+    ASSERT_TRUE(gpu_release_from_name(gpu_release_name(g), &back));
+    EXPECT_EQ(back, g);
+  }
+  GpuRelease out = GpuRelease::cache;
+  EXPECT_FALSE(gpu_release_from_name("on", &out));
+  EXPECT_FALSE(gpu_release_from_name("FULL", &out));
+  EXPECT_EQ(out, GpuRelease::cache);
+}
+
+TEST(GpuRelease, OffCallsNothingAndCacheOnlyFreesTheCache) {
+  FakeDevice off, cache;
+  auto r_off = off.releaser(GpuRelease::off);
+  EXPECT_EQ(r_off.release(milliseconds(100)), GpuRelease::off);
+  EXPECT_TRUE(r_off.restore().ok());
+  EXPECT_EQ(off.calls, Calls{});
+  auto r_cache = cache.releaser(GpuRelease::cache);
+  EXPECT_EQ(r_cache.release(milliseconds(100)), GpuRelease::cache);
+  EXPECT_TRUE(r_cache.restore().ok());
+  EXPECT_EQ(cache.calls, Calls{"release_cache"});
+}
+
+TEST(GpuRelease, FullSuspendsNcclLocksAndCheckpointsThenRestoresInTheReverseOrder) {
+  FakeDevice d;
+  auto r = d.releaser(GpuRelease::full);
+  EXPECT_EQ(r.release(milliseconds(100)), GpuRelease::full);
+  EXPECT_EQ(d.calls, (Calls{"suspend_collectives", "lock", "checkpoint"}));
+  EXPECT_TRUE(r.restore().ok());
+  EXPECT_EQ(d.calls, (Calls{"suspend_collectives", "lock", "checkpoint", "restore", "unlock", "resume_collectives"}));
+  EXPECT_EQ(r.held(), GpuRelease::off);
+  EXPECT_TRUE(d.logged("4096 MiB of device state moved to host memory"));
+}
+
+TEST(GpuRelease, FullThatDoesNotFitInHostMemoryFreesTheCacheAndSaysWhy) {
+  FakeDevice d;
+  d.device = 40 * kGiB;
+  d.host = 44 * kGiB;  // 4 GiB left, an eighth of 40 is 5: it does not fit
+  auto r = d.releaser(GpuRelease::full);
+  EXPECT_EQ(r.release(milliseconds(100)), GpuRelease::cache);
+  EXPECT_EQ(d.calls, Calls{"release_cache"});
+  EXPECT_TRUE(
+      d.logged("the device state (40960 MiB) does not fit in host memory (45056 MiB available, 5120 MiB kept free)"))
+      << d.logs.front();
+  EXPECT_TRUE(r.restore().ok());
+}
+
+TEST(GpuRelease, HostRoomIsTheLargerOfOneGiBAndAnEighth) {
+  EXPECT_TRUE(fits_in_host(1 * kGiB, 2 * kGiB));
+  EXPECT_FALSE(fits_in_host(1 * kGiB, 2 * kGiB - 1));
+  EXPECT_TRUE(fits_in_host(16 * kGiB, 18 * kGiB));
+  EXPECT_FALSE(fits_in_host(16 * kGiB, 18 * kGiB - 1));
+  EXPECT_FALSE(fits_in_host(8 * kGiB, 4 * kGiB));
+}
+
+// A failure at each step of `full` undoes the steps before it, in reverse, and ends as `cache`:
+// paused, with the cache released, and nothing to bring back.
+struct FailingStep {
+  const char* step;
+  Calls calls;
+  const char* why;
+};
+
+class GpuReleaseFailure : public ::testing::TestWithParam<FailingStep> {};
+
+TEST_P(GpuReleaseFailure, UndoesTheStepsBeforeAndFallsBackToTheCache) {
+  FakeDevice d;
+  d.fail = GetParam().step;
+  auto r = d.releaser(GpuRelease::full);
+  EXPECT_EQ(r.release(milliseconds(100)), GpuRelease::cache);
+  EXPECT_EQ(d.calls, GetParam().calls);
+  EXPECT_TRUE(
+      d.logged(std::string("gpu_release=full failed ") + GetParam().why + " (" + GetParam().step + " refused)"));
+  EXPECT_TRUE(r.restore().ok());
+  EXPECT_EQ(d.calls, GetParam().calls) << "nothing was moved, so nothing is brought back";
+}
+
+INSTANTIATE_TEST_SUITE_P(EachStep, GpuReleaseFailure,
+                         ::testing::Values(FailingStep{"suspend_collectives",
+                                                       {"suspend_collectives", "release_cache"},
+                                                       "suspending the NCCL communicators"},
+                                           FailingStep{
+                                               "lock",
+                                               {"suspend_collectives", "lock", "resume_collectives", "release_cache"},
+                                               "locking the process's CUDA calls"},
+                                           FailingStep{"checkpoint",
+                                                       {"suspend_collectives", "lock", "checkpoint", "unlock",
+                                                        "resume_collectives", "release_cache"},
+                                                       "moving the device state to host memory"}),
+                         [](const auto& info) { return std::string(info.param.step); });
+
+TEST(GpuRelease, ACacheReleaseThatFailsSaysOffAndTheJobStaysPaused) {
+  FakeDevice d;
+  d.fail = "release_cache";
+  auto r = d.releaser(GpuRelease::cache);
+  EXPECT_EQ(r.release(milliseconds(100)), GpuRelease::off);
+  EXPECT_TRUE(d.logged("freeing the allocator's cached memory failed (release_cache refused)"));
+  EXPECT_TRUE(r.restore().ok());
+}
+
+TEST(GpuRelease, AnUndoThatFailsMakesTheRestoreAnError) {
+  FakeDevice d;
+  d.fail = "checkpoint";
+  d.also_fail = {"unlock"};
+  auto r = d.releaser(GpuRelease::full);
+  EXPECT_EQ(r.release(milliseconds(100)), GpuRelease::cache);
+  Status s = r.restore();
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("unlocking the process's CUDA calls after a failed release failed (unlock refused)"),
+            std::string::npos)
+      << s.message();
+}
+
+TEST(GpuRelease, ARestoreThatFailsIsAnErrorNamingIt) {
+  for (const char* step : {"restore", "unlock", "resume_collectives"}) {
+    FakeDevice d;
+    auto r = d.releaser(GpuRelease::full);
+    ASSERT_EQ(r.release(milliseconds(100)), GpuRelease::full);
+    d.fail = step;
+    Status s = r.restore();
+    EXPECT_FALSE(s.ok()) << step;
+    EXPECT_NE(s.message().find(std::string(step) + " refused"), std::string::npos) << s.message();
+    EXPECT_FALSE(r.restore().ok()) << "a lost device state stays lost";
+  }
+}
+
+TEST(GpuRelease, AReleaseAfterARestoreStartsAgain) {
+  FakeDevice d;
+  auto r = d.releaser(GpuRelease::full);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(r.release(milliseconds(100)), GpuRelease::full);
+    ASSERT_TRUE(r.restore().ok());
+  }
+  EXPECT_EQ(d.calls.size(), 18u);
+}
+
+}  // namespace
+}  // namespace hydro
