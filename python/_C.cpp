@@ -288,6 +288,7 @@ void bind_functions(py::module_& m) {
     return Settings::pause_from_env(&pause).ok() && pause;
   });
   m.def("arm_pause_now", &arm_pause_now, py::arg("signo"));
+  m.def("track_process_group", &track_process_group, py::arg("name"));
   m.def("pause_signals", &pause_signals_from_env);
   m.def("signal_handlers_installed", &SignalBridge::running);
   m.def(

@@ -87,6 +87,7 @@ def _hold_proof(create, returns_group):
         os.environ.setdefault("TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC", str(int(HOLD_PROOF.total_seconds())))
         group = create(*call.args, **call.kwargs)
         member = group if returns_group else None
+        _track(member)
         if not returns_group or isinstance(group, dist.ProcessGroup):  # not a NON_GROUP_MEMBER
             if not watched:
                 _unproofed.append(member)
@@ -96,6 +97,16 @@ def _hold_proof(create, returns_group):
                 w(asked)
         return group
     return created
+
+
+def _track(group):
+    """Tells the runtime the group's name (None: the default group), so that HYDRO_GPU_RELEASE=full
+    can suspend its NCCL communicators around the move. torch 1.13's groups have no name."""
+    try:
+        name = (group or dist.group.WORLD).group_name
+    except (AttributeError, RuntimeError, ValueError):
+        return
+    _C.track_process_group(name)
 
 
 def install():

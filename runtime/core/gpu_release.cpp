@@ -1,6 +1,7 @@
 #include "hydro/gpu_release.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <utility>
 
 namespace hydro {
@@ -11,6 +12,12 @@ constexpr uint64_t kMiB = 1ull << 20;
 constexpr uint64_t kMinHostRoom = 1ull << 30;
 
 std::string mib(uint64_t bytes) { return std::to_string(bytes / kMiB) + " MiB"; }
+
+std::string seconds(double s) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f s", s);
+  return text;
+}
 
 uint64_t host_room(uint64_t device_bytes) { return std::max(kMinHostRoom, device_bytes / 8); }
 
@@ -42,20 +49,36 @@ bool fits_in_host(uint64_t device_bytes, uint64_t host_available) {
 GpuReleaser::GpuReleaser(GpuRelease mode, DeviceCalls calls, std::function<void(const std::string&)> log)
     : mode_(mode), calls_(std::move(calls)), log_(std::move(log)) {}
 
-GpuRelease GpuReleaser::release(std::chrono::milliseconds lock_timeout) {
+GpuRelease GpuReleaser::release(std::chrono::milliseconds lock_timeout,
+                                std::optional<std::chrono::milliseconds> until_freeze) {
   held_ = GpuRelease::off;
-  if (mode_ == GpuRelease::full && release_full(lock_timeout)) return held_ = GpuRelease::full;
+  if (mode_ == GpuRelease::full && release_full(lock_timeout, until_freeze)) return held_ = GpuRelease::full;
   if (mode_ != GpuRelease::off) held_ = release_cache();
   return held_;
 }
 
-bool GpuReleaser::release_full(std::chrono::milliseconds lock_timeout) {
+bool GpuReleaser::fits_before_freeze(uint64_t bytes, std::optional<std::chrono::milliseconds> until_freeze) {
+  if (!until_freeze) return true;
+  const double need_s = static_cast<double>(bytes) / static_cast<double>(rate_);
+  const double left_s = static_cast<double>(until_freeze->count()) / 1000.0;
+  if (need_s <= left_s * 0.75) return true;
+  log_("gpu_release=full: moving " + mib(bytes) + " at " + mib(rate_) + "/s takes about " + seconds(need_s) +
+       ", and the process is frozen in " + seconds(left_s) +
+       " (Slurm's suspend): releasing the cache only (hydroctl pause leaves it the time it needs)");
+  return false;
+}
+
+bool GpuReleaser::release_full(std::chrono::milliseconds lock_timeout,
+                               std::optional<std::chrono::milliseconds> until_freeze) {
   const uint64_t bytes = calls_.device_bytes(), available = calls_.host_available();
   if (!fits_in_host(bytes, available)) {
     log_("gpu_release=full: the device state (" + mib(bytes) + ") does not fit in host memory (" + mib(available) +
          " available, " + mib(host_room(bytes)) + " kept free): releasing the cache only");
     return false;
   }
+  if (!fits_before_freeze(bytes, until_freeze)) return false;
+  if (until_freeze) lock_timeout = std::min(lock_timeout, *until_freeze / 4);
+  const auto start = calls_.now();
   Status s = calls_.suspend_collectives();
   if (!s.ok()) return give_up("suspending the NCCL communicators", s);
   s = calls_.lock(lock_timeout);
@@ -69,7 +92,10 @@ bool GpuReleaser::release_full(std::chrono::milliseconds lock_timeout) {
     undo("resuming the NCCL communicators", calls_.resume_collectives);
     return give_up("moving the device state to host memory", s);
   }
-  log_("gpu_release=full: " + mib(bytes) + " of device state moved to host memory; the GPU is free");
+  const auto took = std::chrono::duration_cast<std::chrono::microseconds>(calls_.now() - start).count();
+  if (took > 0) rate_ = std::max<uint64_t>(1, static_cast<uint64_t>(static_cast<double>(bytes) * 1e6 / took));
+  log_("gpu_release=full: " + mib(bytes) + " of device state moved to host memory in " + seconds(took / 1e6) +
+       "; the GPU is free");
   return true;
 }
 
@@ -100,13 +126,15 @@ Status GpuReleaser::restore() {
 }
 
 Status GpuReleaser::bring_back() {
+  const auto start = calls_.now();
   Status s = calls_.restore();
   if (!s.ok()) return lost_ = Status::io("gpu_release=full: restoring the device state failed: " + s.message());
   s = calls_.unlock();
   if (!s.ok()) return lost_ = Status::io("gpu_release=full: unlocking the process's CUDA calls failed: " + s.message());
   s = calls_.resume_collectives();
   if (!s.ok()) return lost_ = Status::io("gpu_release=full: resuming the NCCL communicators failed: " + s.message());
-  log_("gpu_release=full: the device state is back on the GPU");
+  const auto took = std::chrono::duration_cast<std::chrono::microseconds>(calls_.now() - start).count();
+  log_("gpu_release=full: the device state is back on the GPU in " + seconds(took / 1e6));
   return Status::OK();
 }
 

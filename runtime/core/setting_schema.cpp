@@ -33,9 +33,11 @@ const std::vector<SettingRow>& settings_schema() {
       {"HYDRO_SIGNALS", "signals", "hydro-signals", "MAP", K::signal_map, 0, 0, nullptr, "",
        "hydro: which signal asks for what, e.g. 'pause=PWR;resume=URG' (actions: pause, resume, checkpoint_exit, "
        "checkpoint); the runtime, hydro-launch and hydroctl all follow it"},
+      {"HYDRO_GPU_RELEASE", "gpu_release", "hydro-gpu-release", "off|cache|full", K::choice, 0, 0, "off|cache|full",
+       "off",
+       "hydro: what a paused job gives back of its GPU: off = nothing; cache = the allocator's cached, unused "
+       "memory; full = the whole device state, moved to host memory until it resumes [off|cache|full]"},
       // The runtime's own: the user's environment only.
-      {"HYDRO_CUDA_RELEASE", nullptr, nullptr, "on|off", K::on_off, 0, 0, nullptr, "off",
-       "free libtorch's cached device memory while paused"},
       {"HYDRO_CKPT_DIRECT_IO", nullptr, nullptr, "on|off", K::on_off, 0, 0, nullptr, "on",
        "big checkpoint files bypass the page cache (O_DIRECT) where the filesystem takes it"},
       {"HYDRO_SUSPEND_CHECKPOINT", nullptr, nullptr, "auto|off", K::choice, 0, 0, "auto|off", "auto",

@@ -63,6 +63,16 @@ Status read_number(const Getenv& getenv, const char* env, Int* out) {
   return Status::OK();
 }
 
+// HYDRO_CUDA_RELEASE (on|off) became HYDRO_GPU_RELEASE: a job that still sets it is told so, rather
+// than run without the release it asked for.
+Status refuse_replaced(const Getenv& getenv) {
+  const char* old = getenv("HYDRO_CUDA_RELEASE");
+  if (!old || !*old) return Status::OK();
+  return Status::invalid_argument(std::string("HYDRO_CUDA_RELEASE='") + old + "' is no longer read: set " +
+                                  env_name(Setting::gpu_release) +
+                                  "=cache instead (what HYDRO_CUDA_RELEASE=on did), or =full or =off");
+}
+
 }  // namespace
 
 Status Settings::from_env(Settings* out, const Getenv& getenv) {
@@ -73,7 +83,9 @@ Status Settings::from_env(Settings* out, const Getenv& getenv) {
   HYDRO_RETURN_IF_ERROR(checked(getenv, env_name(Setting::resume_from), &s.resume_from));
   HYDRO_RETURN_IF_ERROR(read_number(getenv, env_name(Setting::checkpoint_every), &s.checkpoint_every));
   HYDRO_RETURN_IF_ERROR(read_number(getenv, env_name(Setting::keep_last), &s.keep_last));
-  HYDRO_RETURN_IF_ERROR(read_on_off(getenv, env_name(Setting::cuda_release), &s.cuda_release));
+  HYDRO_RETURN_IF_ERROR(refuse_replaced(getenv));
+  HYDRO_RETURN_IF_ERROR(checked(getenv, env_name(Setting::gpu_release), &v));
+  if (!v.empty()) gpu_release_from_name(v, &s.gpu_release);
   HYDRO_RETURN_IF_ERROR(read_on_off(getenv, env_name(Setting::direct_io), &s.direct_io));
   HYDRO_RETURN_IF_ERROR(checked(getenv, env_name(Setting::suspend_checkpoint), &v));
   if (!v.empty()) s.suspend_checkpoint = v == "auto";

@@ -14,4 +14,8 @@ bool cuda_cache_release_compiled();
 // (c10::cuda::CUDACachingAllocator::emptyCache). Does nothing when not compiled.
 void release_cuda_cache();
 
+// The device memory libtorch's allocator holds on `device` (its reserved bytes, in use or cached);
+// 0 when not compiled.
+unsigned long long cuda_reserved_bytes(int device);
+
 }  // namespace hydro

@@ -7,4 +7,6 @@ bool cuda_cache_release_compiled() { return false; }
 
 void release_cuda_cache() {}
 
+unsigned long long cuda_reserved_bytes(int) { return 0; }
+
 }  // namespace hydro

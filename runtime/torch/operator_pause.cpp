@@ -2,6 +2,8 @@
 // blocks every thread's next operator while a pause is pending.
 #include "operator_pause.h"
 
+#include "process_gpu.h"
+
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <ATen/record_function.h>
 #include <signal.h>
@@ -10,6 +12,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -26,6 +29,10 @@ namespace {
 
 long thread_id() { return ::syscall(SYS_gettid); }
 
+// Slurm's suspend: SIGTSTP, then SIGSTOP or the cgroup freeze 2 s later (slurmstepd's
+// _handle_suspend; shared/NOTES.md).
+constexpr std::chrono::seconds kSuspendToFreeze{2};
+
 // The devices this process has used: those with a primary context. A process that never used
 // one has nothing in flight there, and a synchronize would create a context on it (device memory
 // taken, and a first pause of hundreds of milliseconds: a CPU job on a pip CUDA torch).
@@ -40,15 +47,13 @@ std::vector<int> devices_in_use() {
 
 // Before a paused thread blocks, wait for the kernels queued on every device this process uses:
 // then nothing is in flight when SIGSTOP or the cgroup freeze lands. Uses libtorch's own CUDA.
-// Then, if asked, unused cached blocks go back to the driver, so that a suspended job holds only
-// the memory its live tensors need. With a CPU-only libtorch, as Debian's, this is never called.
-std::string drain_device(bool release) {
+// Then HYDRO_GPU_RELEASE gives back what it asks (process_gpu.h): the allocator's cached, unused
+// blocks, or the whole device state. With a CPU-only libtorch, as Debian's, this is never called.
+std::string drain_device(std::optional<std::chrono::milliseconds> until_freeze) {
   const std::vector<int> used = devices_in_use();
   if (used.empty()) return ", CUDA unused by this process: nothing to drain";
   for (int d : used) torch::cuda::synchronize(d);
-  if (!release) return ", CUDA device drained";
-  release_cuda_cache();
-  return ", CUDA device drained, cached memory released";
+  return ", CUDA device drained" + gpu_release_at_pause(used, until_freeze);
 }
 
 std::unique_ptr<at::ObserverContext> on_operator(const at::RecordFunction& fn);
@@ -69,8 +74,8 @@ class OperatorPause {
     // in every program, and break those that fork CUDA workers later. The first pause asks instead.
     cuda_unknown_ = settings.pause && pause_only;
     cuda_ = settings.pause && !pause_only && torch::cuda::is_available();
-    cuda_release_ = cuda_ && settings.cuda_release && cuda_cache_release_compiled();
-    if (settings.cuda_release && !cuda_release_ && !pause_only) warn_no_cuda_release(settings);
+    gpu_release_ = settings.pause ? settings.gpu_release : GpuRelease::off;
+    if (!pause_only) gpu_release_start(gpu_release_, cuda_);
     bool replace = false;
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -114,15 +119,33 @@ class OperatorPause {
   void learn_cuda() {
     if (!cuda_unknown_) return;
     std::lock_guard<std::mutex> lock(cuda_mutex_);
-    if (cuda_unknown_) cuda_ = torch::cuda::is_available();
+    if (!cuda_unknown_) return;
+    cuda_ = torch::cuda::is_available();
+    gpu_release_start(gpu_release_, cuda_);
     cuda_unknown_ = false;
   }
 
-  std::string drain() { return cuda_ ? drain_device(cuda_release_) : ""; }
+  // The pause signal and when it came: SIGTSTP is Slurm's suspend, whose freeze follows 2 s later.
+  void note_pause(int signo) {
+    freeze_at_ns_ =
+        signo == SIGTSTP ? (std::chrono::steady_clock::now() + kSuspendToFreeze).time_since_epoch().count() : 0;
+  }
+
+  std::string drain() {
+    if (!cuda_) return "";
+    const int64_t freeze_at = freeze_at_ns_;
+    std::optional<std::chrono::milliseconds> until_freeze;
+    if (freeze_at != 0) {
+      const auto left = std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(freeze_at)) -
+                        std::chrono::steady_clock::now();
+      until_freeze =
+          std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(left));
+    }
+    return drain_device(until_freeze);
+  }
 
   bool armed() const { return armed_; }
   bool cuda() const { return cuda_; }
-  bool cuda_release() const { return cuda_release_; }
   bool suspend_checkpoint() const { return suspend_checkpoint_; }
   void set_suspend_checkpoint(bool on) { suspend_checkpoint_ = on; }
 
@@ -137,20 +160,14 @@ class OperatorPause {
     armed_ = callback_.has_value();
   }
 
-  static void warn_no_cuda_release(const Settings& settings) {
-    log(std::string("warning: HYDRO_CUDA_RELEASE=on has no effect: ") +
-        (!cuda_cache_release_compiled() ? "hydro was built against a libtorch without CUDA"
-         : !settings.pause              ? "pausing is off"
-                                        : "no CUDA device is visible"));
-  }
-
   // HYDRO_SUSPEND_CHECKPOINT: SIGTSTP lets the step end and checkpoints before pausing (set by
   // the Runtime from the last step's and the last checkpoint's durations).
   std::atomic<bool> suspend_checkpoint_{false};
-  std::atomic<bool> cuda_{false};          // this libtorch has CUDA and sees a device
-  std::atomic<bool> cuda_unknown_{false};  // pause-only: asked at the first pause
-  std::mutex cuda_mutex_;                  // held while it is asked
-  std::atomic<bool> cuda_release_{false};  // HYDRO_CUDA_RELEASE=on, with a CUDA libtorch
+  std::atomic<bool> cuda_{false};             // this libtorch has CUDA and sees a device
+  std::atomic<bool> cuda_unknown_{false};     // pause-only: asked at the first pause
+  std::mutex cuda_mutex_;                     // held while it is asked
+  GpuRelease gpu_release_ = GpuRelease::off;  // HYDRO_GPU_RELEASE, as asked (process_gpu.h: as in effect)
+  std::atomic<int64_t> freeze_at_ns_{0};      // steady_clock: when Slurm freezes us (a pause by SIGTSTP), or 0
   std::atomic<bool> armed_{false};
   std::mutex mutex_;                            // guards the four below
   std::optional<at::CallbackHandle> callback_;  // registered while a pause is pending
@@ -169,6 +186,7 @@ std::unique_ptr<at::ObserverContext> on_operator(const at::RecordFunction& fn) {
     gate.wait_while_paused([&] {
       log(std::string("paused at operator ") + fn.name() + " (thread " + std::to_string(thread_id()) + ")" + drained);
     });
+    gpu_restore_at_resume();
     log(std::string("resumed at operator ") + fn.name() + " (thread " + std::to_string(thread_id()) + ")");
   }
   return nullptr;
@@ -182,6 +200,7 @@ void on_signal(int signo, Action action) {
   const std::string sig = signal_name(signo);
   switch (action) {
     case Action::pause:
+      p.note_pause(signo);
       if (waits_for_the_step_end(signo)) {
         log("pause requested by " + sig +
             "; the step ends and a checkpoint commits first (they fit in the 2 s "
@@ -207,8 +226,9 @@ void on_signal(int signo, Action action) {
 }  // namespace
 
 void arm_pause_now(int signo) {
-  if (waits_for_the_step_end(signo)) return;
   OperatorPause& p = OperatorPause::instance();
+  p.note_pause(signo);
+  if (waits_for_the_step_end(signo)) return;
   p.learn_cuda();
   p.arm_if_pending();
 }
@@ -224,9 +244,15 @@ std::vector<int> pause_signals_from_env() {
 
 bool operator_pause_armed() { return OperatorPause::instance().armed(); }
 
+std::string drain_for_pause() {
+  OperatorPause& p = OperatorPause::instance();
+  p.learn_cuda();
+  return p.drain();
+}
+
 bool drains_cuda_on_pause() { return OperatorPause::instance().cuda(); }
 
-bool releases_cuda_cache_on_pause() { return OperatorPause::instance().cuda_release(); }
+bool releases_cuda_cache_on_pause() { return gpu_release_mode() != GpuRelease::off; }
 
 void start_signals(const Settings& settings, const SignalMap& signals, bool pause_only) {
   OperatorPause::instance().start(settings, signals, pause_only);

@@ -18,6 +18,12 @@ void start_signals(const Settings& settings, const SignalMap& signals, bool paus
 // Removes the handlers and the operator callback.
 void stop_signals();
 
+// Before a thread pauses outside an operator (the Runtime's pause at a step's end): the device
+// drain and HYDRO_GPU_RELEASE's release, as a pause at an operator does them. Returns the text the
+// pause's log line ends with ("" without CUDA). After the pause, gpu_restore_at_resume()
+// (process_gpu.h).
+std::string drain_for_pause();
+
 // HYDRO_SUSPEND_CHECKPOINT's current decision (SIGTSTP ends the step and checkpoints first), set
 // by the Runtime from the last step's and checkpoint's durations, read when a pause comes.
 void set_suspend_checkpoint(bool on);

@@ -16,6 +16,7 @@
 #include "hydro/watchdog_client.h"
 #include "hydro/runtime.h"
 #include "operator_pause.h"
+#include "process_gpu.h"
 #include "raise.h"
 
 namespace hydro {
@@ -80,7 +81,10 @@ void Runtime::time_last_step() {
 }
 
 void Runtime::pause_at_end_of(int64_t step) {
-  PauseGate::instance().wait_while_paused([step] { log("paused at the end of step " + std::to_string(step)); });
+  const std::string drained = drain_for_pause();
+  PauseGate::instance().wait_while_paused(
+      [step, &drained] { log("paused at the end of step " + std::to_string(step) + drained); });
+  gpu_restore_at_resume();
   log("resumed at the end of step " + std::to_string(step));
 }
 

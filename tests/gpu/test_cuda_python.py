@@ -1,7 +1,7 @@
 # The Python binding on a real device, against the interpreter's own (pip) CUDA torch: built and
 # run by scripts/gpu-check where a GPU machine is lent (CI has none, and Debian's torch is
 # CPU-only). Checks that
-#  - a pause taken inside backward() drains the device, and with HYDRO_CUDA_RELEASE=on gives the
+#  - a pause taken inside backward() drains the device, and with HYDRO_GPU_RELEASE=cache gives the
 #    allocator's cached memory back, before it holds the thread;
 #  - a CUDA run saved (sync and async), disturbed, and resumed in a fresh model ends bit-for-bit
 #    where an uninterrupted run does, with dropout drawing from the CUDA generator;
@@ -32,7 +32,7 @@ def test_the_device_is_there():
 
 
 def test_a_pause_inside_backward_drains_the_device_and_releases_its_cache_before_it_holds(env):
-    env.setenv("HYDRO_CUDA_RELEASE", "on")
+    env.setenv("HYDRO_GPU_RELEASE", "cache")
     inside, go, after = threading.Event(), threading.Event(), []
     w = torch.randn(8192, 8192, device=DEV)
 

@@ -42,6 +42,8 @@ const OptionCase kOptionCases[] = {
     {"checkpoint_mode", "SYNC_ANY", "--hydro-checkpoint-mode='SYNC_ANY' is not sync_any, sync_all or async"},
     {"max_restarts", "-2", "--hydro-max-restarts=-2 is out of range [0, 1000000]"},
     {"max_restarts", "many", "--hydro-max-restarts='many' is not a whole number"},
+    {"gpu_release", "on", "--hydro-gpu-release='on' is not off, cache or full"},
+    {"gpu_release", "FULL", "--hydro-gpu-release='FULL' is not off, cache or full"},
 };
 
 TEST(ConfigNegative, UserOptions) {
@@ -63,7 +65,8 @@ TEST(ConfigNegative, PlugstackArguments) {
   const ArgsCase cases[] = {
       {{"colour=blue"},
        "plugstack.conf: unknown spank_hydro.so key 'colour' (known: config, default_pause, checkpoint_dir, "
-       "checkpoint_every, keep_last, checkpoint_mode, max_restarts, restarts, time_limit_margin, signals)"},
+       "checkpoint_every, keep_last, checkpoint_mode, max_restarts, restarts, time_limit_margin, signals, "
+       "gpu_release)"},
       {{"signals=pause=11"},
        "plugstack.conf: signals: signal 11 reports a fault in the program (or a broken pipe, or a child's end); it "
        "cannot ask hydro for anything"},
@@ -84,6 +87,7 @@ TEST(ConfigNegative, PlugstackArguments) {
        "directory"},
       {{"keep_last=x"}, "plugstack.conf: keep_last='x' is not a whole number"},
       {{"checkpoint_mode=fast"}, "plugstack.conf: checkpoint_mode='fast' is not sync_any, sync_all or async"},
+      {{"gpu_release=all"}, "plugstack.conf: gpu_release='all' is not off, cache or full"},
       {{"config=hydro.yaml"}, "plugstack.conf: config='hydro.yaml' must be an absolute path"},
       {{"config=/etc/a.yaml", "config=/etc/b.yaml"}, "plugstack.conf: config= is given twice"},
       {{"config=/nonexistent/hydro.yaml"},
@@ -104,7 +108,7 @@ TEST(ConfigNegative, YamlFiles) {
   const YamlCase cases[] = {
       {"colour: blue\n",
        "line 1: unknown key 'colour' (known: default_pause, checkpoint_dir, checkpoint_every, keep_last, "
-       "checkpoint_mode, max_restarts, restarts, time_limit_margin, signals)"},
+       "checkpoint_mode, max_restarts, restarts, time_limit_margin, signals, gpu_release)"},
       {"signals: pause=NAP\n", "line 1: signals: unknown signal 'NAP'"},
       {"keep_last: 2\nkeep_last: 3\n", "line 2: keep_last is given twice"},
       {"keep_last:\n", "line 1: keep_last has no value"},

@@ -23,6 +23,9 @@ struct FakeDevice {
   std::vector<std::string> also_fail;
   Calls calls;
   std::vector<std::string> logs;
+  std::chrono::steady_clock::time_point clock;  // moved on by each checkpoint's `checkpoint_takes`
+  milliseconds checkpoint_takes{0};
+  milliseconds lock_timeout{0};  // the last lock's
 
   std::function<Status()> call(const std::string& name) {
     return [this, name] {
@@ -40,8 +43,16 @@ struct FakeDevice {
     c.suspend_collectives = call("suspend_collectives");
     c.resume_collectives = call("resume_collectives");
     auto lock = call("lock");
-    c.lock = [lock](milliseconds) { return lock(); };
-    c.checkpoint = call("checkpoint");
+    c.lock = [this, lock](milliseconds timeout) {
+      lock_timeout = timeout;
+      return lock();
+    };
+    auto checkpoint = call("checkpoint");
+    c.checkpoint = [this, checkpoint] {
+      clock += checkpoint_takes;
+      return checkpoint();
+    };
+    c.now = [this] { return clock; };
     c.restore = call("restore");
     c.unlock = call("unlock");
     return c;
@@ -181,6 +192,37 @@ TEST(GpuRelease, ARestoreThatFailsIsAnErrorNamingIt) {
     EXPECT_NE(s.message().find(std::string(step) + " refused"), std::string::npos) << s.message();
     EXPECT_FALSE(r.restore().ok()) << "a lost device state stays lost";
   }
+}
+
+// Slurm's suspend freezes the process 2 s after SIGTSTP, and a frozen process cannot be
+// checkpointed: `full` goes ahead only when the move fits in 3/4 of the time left, at the assumed
+// rate until one is measured, and its lock waits at most a quarter of it.
+TEST(GpuRelease, BeforeAFreezeFullGoesAheadOnlyWhenTheMoveFits) {
+  FakeDevice small, big;
+  small.device = kGiB;  // 1 s at the assumed 1 GiB/s: fits in 1.5 s
+  auto r = small.releaser(GpuRelease::full);
+  EXPECT_EQ(r.release(milliseconds(5000), milliseconds(2000)), GpuRelease::full);
+  EXPECT_EQ(small.lock_timeout, milliseconds(500));
+  EXPECT_TRUE(r.restore().ok());
+
+  big.device = 2 * kGiB;  // 2 s: does not
+  auto rb = big.releaser(GpuRelease::full);
+  EXPECT_EQ(rb.release(milliseconds(5000), milliseconds(2000)), GpuRelease::cache);
+  EXPECT_EQ(big.calls, Calls{"release_cache"});
+  EXPECT_TRUE(big.logged("moving 2048 MiB at 1024 MiB/s takes about 2.00 s, and the process is frozen in 2.00 s"))
+      << big.logs.front();
+}
+
+TEST(GpuRelease, TheRateMeasuredByOneReleaseDecidesTheNext) {
+  FakeDevice d;
+  d.device = 4 * kGiB;
+  d.checkpoint_takes = milliseconds(400);  // 10 GiB/s
+  auto r = d.releaser(GpuRelease::full);
+  EXPECT_EQ(r.release(milliseconds(100)), GpuRelease::full);  // no freeze follows (hydroctl pause)
+  EXPECT_EQ(r.rate(), 10 * kGiB);
+  EXPECT_TRUE(d.logged("4096 MiB of device state moved to host memory in 0.40 s"));
+  ASSERT_TRUE(r.restore().ok());
+  EXPECT_EQ(r.release(milliseconds(100), milliseconds(2000)), GpuRelease::full);  // 0.4 s of 1.5
 }
 
 TEST(GpuRelease, AReleaseAfterARestoreStartsAgain) {

@@ -319,12 +319,15 @@ TEST_F(RuntimeTest, DeviceDrainIsHarmlessWithoutADevice) {
 namespace hydro {
 namespace {
 
-// HYDRO_CUDA_RELEASE=on with Debian's CPU-only libtorch: accepted, off, and the pause still works.
-TEST_F(RuntimeTest, CudaReleaseIsOffWithoutCuda) {
-  Settings s = settings();
-  s.cuda_release = true;
-  Runtime rt(s);
-  EXPECT_EQ(releases_cuda_cache_on_pause(), false);
+// HYDRO_GPU_RELEASE=cache or full where no CUDA device is (Debian's CPU-only libtorch, or a CUDA
+// torch on a machine without a GPU): accepted, off, and the Runtime still starts.
+TEST_F(RuntimeTest, GpuReleaseIsOffWithoutCuda) {
+  for (GpuRelease g : {GpuRelease::cache, GpuRelease::full}) {
+    Settings s = settings();
+    s.gpu_release = g;
+    Runtime rt(s);
+    EXPECT_EQ(releases_cuda_cache_on_pause(), false) << gpu_release_name(g);
+  }
 }
 
 // Checkpoints from a run with several ranks are written by rank 0 only; other ranks write nothing

@@ -31,7 +31,7 @@ TEST(SettingsSchema, EachSettingIsTheRowOfItsVariable) {
       {Setting::restarts, "HYDRO_RESTARTS"},
       {Setting::time_limit_margin, "HYDRO_TIME_LIMIT_MARGIN"},
       {Setting::signals, "HYDRO_SIGNALS"},
-      {Setting::cuda_release, "HYDRO_CUDA_RELEASE"},
+      {Setting::gpu_release, "HYDRO_GPU_RELEASE"},
       {Setting::direct_io, "HYDRO_CKPT_DIRECT_IO"},
       {Setting::suspend_checkpoint, "HYDRO_SUSPEND_CHECKPOINT"},
       {Setting::store_timeout, "HYDRO_STORE_TIMEOUT"},

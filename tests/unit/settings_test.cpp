@@ -21,7 +21,7 @@ TEST(Settings, DefaultsWithAnEmptyEnvironment) {
   EXPECT_EQ(s.checkpoint_dir, "");
   EXPECT_EQ(s.checkpoint_every, 0);
   EXPECT_EQ(s.keep_last, 3);
-  EXPECT_FALSE(s.cuda_release);
+  EXPECT_EQ(s.gpu_release, GpuRelease::off);
 }
 
 TEST(Settings, ReadsEveryVariable) {
@@ -31,7 +31,7 @@ TEST(Settings, ReadsEveryVariable) {
                      {"HYDRO_RESUME_FROM", "/ck/step-000000000001"},
                      {"HYDRO_CKPT_EVERY", "50"},
                      {"HYDRO_KEEP_LAST", "0"},
-                     {"HYDRO_CUDA_RELEASE", "on"},
+                     {"HYDRO_GPU_RELEASE", "full"},
                      {"HYDRO_CKPT_DIRECT_IO", "off"}},
                     &s)
                   .ok());
@@ -40,7 +40,7 @@ TEST(Settings, ReadsEveryVariable) {
   EXPECT_EQ(s.resume_from, "/ck/step-000000000001");
   EXPECT_EQ(s.checkpoint_every, 50);
   EXPECT_EQ(s.keep_last, 0);
-  EXPECT_TRUE(s.cuda_release);
+  EXPECT_EQ(s.gpu_release, GpuRelease::full);
   EXPECT_FALSE(s.direct_io);
 }
 
@@ -52,7 +52,7 @@ TEST(Settings, BadValuesNameTheVariable) {
   EXPECT_EQ(parse({{"HYDRO_CKPT_EVERY", "-1"}}, &s).message(),
             "HYDRO_CKPT_EVERY=-1 is out of range [0, 9223372036854775807]");
   EXPECT_EQ(parse({{"HYDRO_KEEP_LAST", "5x"}}, &s).message(), "HYDRO_KEEP_LAST='5x' is not a whole number");
-  EXPECT_EQ(parse({{"HYDRO_CUDA_RELEASE", "maybe"}}, &s).message(), "HYDRO_CUDA_RELEASE: 'maybe' is not on or off");
+  EXPECT_EQ(parse({{"HYDRO_GPU_RELEASE", "on"}}, &s).message(), "HYDRO_GPU_RELEASE='on' is not off, cache or full");
   EXPECT_EQ(parse({{"HYDRO_CKPT_DIRECT_IO", "fast"}}, &s).message(), "HYDRO_CKPT_DIRECT_IO: 'fast' is not on or off");
   EXPECT_EQ(parse({{"HYDRO_SUSPEND_CHECKPOINT", "on"}}, &s).message(),
             "HYDRO_SUSPEND_CHECKPOINT='on' is not auto or off");
@@ -75,6 +75,23 @@ TEST(Settings, CheckpointModeAndStoreTimeout) {
     EXPECT_STREQ(mode_name(s.mode), text);
     EXPECT_EQ(s.store_timeout_s, 30);
   }
+}
+
+TEST(Settings, GpuReleaseTakesEachValue) {
+  Settings s;
+  for (GpuRelease g : {GpuRelease::off, GpuRelease::cache, GpuRelease::full}) {
+    ASSERT_TRUE(parse({{"HYDRO_GPU_RELEASE", gpu_release_name(g)}}, &s).ok());
+    EXPECT_EQ(s.gpu_release, g);
+  }
+}
+
+// The variable it replaced is refused, naming the new one, never ignored: a job that asked for a
+// release must not run without one unknowingly.
+TEST(Settings, TheReplacedCudaReleaseNamesGpuRelease) {
+  Settings s;
+  EXPECT_EQ(parse({{"HYDRO_CUDA_RELEASE", "on"}}, &s).message(),
+            "HYDRO_CUDA_RELEASE='on' is no longer read: set HYDRO_GPU_RELEASE=cache instead (what "
+            "HYDRO_CUDA_RELEASE=on did), or =full or =off");
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "hydro/status.h"
@@ -29,6 +30,7 @@ struct DeviceCalls {
   std::function<Status()> checkpoint;                     // device state to host memory; the device freed
   std::function<Status()> restore;                        // host memory back to the device
   std::function<Status()> unlock;                         // the process's CUDA calls go on
+  std::function<std::chrono::steady_clock::time_point()> now = std::chrono::steady_clock::now;
 };
 
 // Whether `device_bytes` of device state fits in `host_available` with room left: the larger of
@@ -41,16 +43,25 @@ class GpuReleaser {
 
   // At a pause, after the device drain: releases what the mode asks and says what it released.
   // `full` that cannot fit or fails at any step undoes its steps before, releases the cache,
-  // logs why, and says `cache`: the job stays paused, never dies of it.
-  GpuRelease release(std::chrono::milliseconds lock_timeout);
+  // logs why, and says `cache`: the job stays paused, never dies of it. `until_freeze` is the time
+  // left before the process is frozen (Slurm's SIGSTOP or cgroup freeze, 2 s after SIGTSTP), if
+  // one comes: a frozen process cannot be checkpointed, so `full` goes ahead only when the move,
+  // at the rate last measured (or kAssumedRate before any), takes at most 3/4 of that time.
+  GpuRelease release(std::chrono::milliseconds lock_timeout,
+                     std::optional<std::chrono::milliseconds> until_freeze = std::nullopt);
   // Before any thread goes on: brings back what release() moved. An error means the process's
   // device state is lost (a restore, an unlock or an undo failed): the caller ends the job, to be
   // requeued from its last checkpoint.
   Status restore();
   GpuRelease held() const { return held_; }
+  // Bytes per second of the last full release (lock and checkpoint), or kAssumedRate.
+  uint64_t rate() const { return rate_; }
+
+  static constexpr uint64_t kAssumedRate = 1ull << 30;  // 1 GiB/s: below the driver's reported speeds
 
  private:
-  bool release_full(std::chrono::milliseconds lock_timeout);
+  bool fits_before_freeze(uint64_t bytes, std::optional<std::chrono::milliseconds> until_freeze);
+  bool release_full(std::chrono::milliseconds lock_timeout, std::optional<std::chrono::milliseconds> until_freeze);
   bool give_up(const std::string& step, const Status& why);
   void undo(const char* step, const std::function<Status()>& call);
   GpuRelease release_cache();
@@ -60,6 +71,7 @@ class GpuReleaser {
   DeviceCalls calls_;
   std::function<void(const std::string&)> log_;
   GpuRelease held_ = GpuRelease::off;
+  uint64_t rate_ = kAssumedRate;
   Status lost_;  // an undo that failed: the device state cannot come back
 };
 

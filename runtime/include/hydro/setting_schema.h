@@ -46,7 +46,7 @@ enum class Setting {
   restarts,
   time_limit_margin,
   signals,
-  cuda_release,
+  gpu_release,
   direct_io,
   suspend_checkpoint,
   store_timeout,

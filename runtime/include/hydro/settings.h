@@ -7,6 +7,7 @@
 #include <string>
 
 #include "hydro/dist_env.h"
+#include "hydro/gpu_release.h"
 #include "hydro/signal_map.h"
 #include "hydro/status.h"
 
@@ -24,13 +25,13 @@ enum class CheckpointMode { sync_any, sync_all, async };
 const char* mode_name(CheckpointMode m);
 
 struct Settings {
-  bool pause = true;             // HYDRO_PAUSE=on|off (set by --hydro-pause); on outside Slurm
-  std::string checkpoint_dir;    // HYDRO_CKPT_DIR: absolute; empty = no checkpoints
-  std::string resume_from;       // HYDRO_RESUME_FROM: a checkpoint directory (set by hydro-launch)
-  int64_t checkpoint_every = 0;  // HYDRO_CKPT_EVERY: steps between periodic checkpoints; 0 = none
-  int keep_last = 3;             // HYDRO_KEEP_LAST: committed checkpoints kept; 0 = all
-  bool cuda_release = false;     // HYDRO_CUDA_RELEASE=on|off: free cached device memory while paused
-  bool direct_io = true;         // HYDRO_CKPT_DIRECT_IO=on|off: big checkpoint files bypass the page cache
+  bool pause = true;                         // HYDRO_PAUSE=on|off (set by --hydro-pause); on outside Slurm
+  std::string checkpoint_dir;                // HYDRO_CKPT_DIR: absolute; empty = no checkpoints
+  std::string resume_from;                   // HYDRO_RESUME_FROM: a checkpoint directory (set by hydro-launch)
+  int64_t checkpoint_every = 0;              // HYDRO_CKPT_EVERY: steps between periodic checkpoints; 0 = none
+  int keep_last = 3;                         // HYDRO_KEEP_LAST: committed checkpoints kept; 0 = all
+  GpuRelease gpu_release = GpuRelease::off;  // HYDRO_GPU_RELEASE=off|cache|full: what a pause gives back
+  bool direct_io = true;                     // HYDRO_CKPT_DIRECT_IO=on|off: big checkpoint files bypass the page cache
   // HYDRO_SUSPEND_CHECKPOINT=auto|off: on SIGTSTP (scontrol suspend), when the rest of the step and
   // a checkpoint fit well inside the 2 s before SIGSTOP (measured: last step + last checkpoint
   // < 1.5 s), the step finishes and a checkpoint commits before the pause, so a job requeued

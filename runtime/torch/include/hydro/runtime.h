@@ -13,8 +13,10 @@
 // A resume signal (SIGCONT, SIGUSR2) releases it. The operator callback is enabled only while a
 // pause is pending, so training runs at full speed otherwise.
 //
-// With CUDA, a pausing thread first waits for the device (torch::cuda::synchronize), and with
-// HYDRO_CUDA_RELEASE=on gives the allocator's cached, unused device memory back to the driver.
+// With CUDA, a pausing thread first waits for the device (torch::cuda::synchronize). Then
+// HYDRO_GPU_RELEASE=cache gives the allocator's cached, unused device memory back to the driver,
+// and =full moves the process's whole device state to host memory until the resume
+// (docs/users-guide.md, "GPU").
 //
 // SIGTERM: the current step finishes, step_end() commits a checkpoint and returns false.
 //
@@ -199,8 +201,14 @@ bool operator_pause_armed();
 // before it blocks, so no kernel is in flight when the job is frozen.
 bool drains_cuda_on_pause();
 
-// True when, in addition, a pausing thread gives libtorch's cached device memory back to the
-// driver (HYDRO_CUDA_RELEASE=on, and hydro built against a libtorch with CUDA).
+// True when, in addition, a pausing thread gives device memory back to the driver
+// (HYDRO_GPU_RELEASE=cache or full, and hydro built against a libtorch with CUDA).
 bool releases_cuda_cache_on_pause();
+
+// A process group the program made, by its name (torch's group registry; the Python package tells
+// each one it creates): with HYDRO_GPU_RELEASE=full its NCCL communicators are suspended around
+// the move (ncclCommSuspend: NCCL 2.29.7 and torch 2.15 or later; an older torch releases the cache
+// only, and says why).
+void track_process_group(const std::string& name);
 
 }  // namespace hydro

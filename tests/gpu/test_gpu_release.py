@@ -1,0 +1,129 @@
+# Issue 33 on a real device: HYDRO_GPU_RELEASE=full moves a paused job's whole device state to host
+# memory (the driver's process checkpoint, through hydro-cuda-checkpoint) and brings it back.
+# Run by scripts/gpu-check where a GPU machine is lent; CI has none. Each test prints its figures.
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from conftest import hydro_env, wait_for  # noqa: E402
+
+WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "release_worker.py")
+MOVED = re.compile(r"gpu_release=full: (\d+) MiB of device state moved to host memory in ([0-9.]+) s")
+BACK = re.compile(r"the device state is back on the GPU in ([0-9.]+) s")
+
+
+PREEMPTOR = """
+import sys, torch
+free, total = torch.cuda.mem_get_info(0)
+take = int(0.9 * total)
+grab = torch.empty(take, dtype=torch.uint8, device="cuda:0")
+grab.fill_(7)
+a = torch.randn(8192, 8192, device="cuda:0")
+for _ in range(20):
+    a = a @ a / 8192
+torch.cuda.synchronize()
+print(take >> 20, total >> 20, free >> 20)
+"""
+
+
+def device_gb():
+    return torch.cuda.get_device_properties(0).total_memory / (1 << 30)
+
+
+def smi(query):
+    return subprocess.run(["nvidia-smi", query, "--format=csv,noheader,nounits"],
+                          capture_output=True, text=True, check=True).stdout
+
+
+def used_by(pid):
+    """The MiB nvidia-smi lists for `pid` on the device, or None when it lists no such pid (a PID
+    namespace hides it)."""
+    rows = [line.split(",") for line in smi("--query-compute-apps=pid,used_memory").splitlines() if line.strip()]
+    mine = [int(m) for p, m in rows if int(p) == pid]
+    return sum(mine) if mine else None
+
+
+def device_used():
+    return int(smi("--query-gpu=memory.used").splitlines()[0])
+
+
+class Job:
+    def __init__(self, gb, pause_at=-1, extra=None):
+        env = hydro_env({"HYDRO_GPU_RELEASE": "full", **(extra or {})})
+        self.log = open(f"/tmp/hydro-release-{os.getpid()}-{gb}.log", "w+")
+        self.p = subprocess.Popen([sys.executable, WORKER, "--gb", str(gb), "--pause-at", str(pause_at)],
+                                  env=env, stdout=self.log, stderr=subprocess.STDOUT, text=True)
+
+    def text(self):
+        self.log.seek(0)
+        return self.log.read()
+
+    def digest(self):
+        assert self.p.wait(1800) == 0, self.text()
+        return self.text().strip().splitlines()[-1]
+
+
+def uninterrupted(gb):
+    return Job(gb).digest()
+
+
+def test_the_preemptor_gets_the_gpu_and_the_job_ends_bit_for_bit():
+    torch.cuda.empty_cache()  # this process's own cache, from the checks before
+    gb = 0.4 * device_gb()
+    job = Job(gb, pause_at=3)
+    wait_for(lambda: "pausing at step" in job.text() or job.p.poll() is not None, timeout=600, poll=0.05)
+    listed, used_running = used_by(job.p.pid), device_used()
+    wait_for(lambda: MOVED.search(job.text()) or job.p.poll() is not None, timeout=600, poll=0.2)
+    moved = MOVED.search(job.text())
+    assert moved, job.text()
+    held, used_paused = used_by(job.p.pid), device_used()
+    pre = subprocess.run([sys.executable, "-c", PREEMPTOR], capture_output=True, text=True)
+    assert pre.returncode == 0, pre.stderr
+    take, total, free = (int(v) for v in pre.stdout.split())
+    job.p.send_signal(signal.SIGUSR2)
+    resumed = job.digest()
+    back = BACK.search(job.text())
+    print(f"\nfull release of {moved.group(1)} MiB: moved in {moved.group(2)} s, back in {back.group(1)} s; "
+          f"nvidia-smi: the job's process {listed} MiB running, {held} MiB paused; the device "
+          f"{used_running} MiB used running, {used_paused} MiB paused; the preemptor took {take} of "
+          f"{total} MiB ({100 * take / total:.1f}%; {free} MiB were free)")
+    if listed is not None:
+        assert not held, f"nvidia-smi shows {held} MiB for the paused job"
+    assert used_running - used_paused >= 0.99 * int(moved.group(1)) - 600, "the device did not get the memory back"
+    assert resumed == uninterrupted(gb), "the resumed job's weights differ from an uninterrupted run's"
+
+
+@pytest.mark.parametrize("gb", [1, 10, 40])
+def test_checkpoint_and_restore_times(gb):
+    if gb > 0.5 * device_gb():
+        pytest.fail(f"{gb} GB does not fit this {device_gb():.0f} GB device with room for the run")
+    job = Job(gb, pause_at=2)
+    wait_for(lambda: MOVED.search(job.text()) or job.p.poll() is not None, timeout=900, poll=0.2)
+    moved = MOVED.search(job.text())
+    assert moved, job.text()
+    start = time.monotonic()
+    job.p.send_signal(signal.SIGUSR2)
+    job.digest()
+    back = BACK.search(job.text())
+    mib = int(moved.group(1))
+    print(f"\n{gb} GB job, {mib} MiB moved: checkpoint {moved.group(2)} s "
+          f"({mib / 1024 / float(moved.group(2)):.2f} GiB/s), restore {back.group(1)} s "
+          f"({mib / 1024 / float(back.group(1)):.2f} GiB/s); resumed in {time.monotonic() - start:.2f} s")
+
+
+def test_a_failed_checkpoint_falls_back_to_the_cache_and_the_job_finishes():
+    # The driver's checkpoint call made to fail (hydro-cuda-checkpoint's HYDRO_CUDA_CHECKPOINT_FAIL):
+    # the lock is undone, the cache released, the reason logged, and the job ends as an
+    # uninterrupted one.
+    job = Job(2, pause_at=2, extra={"HYDRO_CUDA_CHECKPOINT_FAIL": "checkpoint"})
+    wait_for(lambda: "releasing the cache only" in job.text() or job.p.poll() is not None, timeout=300, poll=0.2)
+    assert "failed moving the device state to host memory" in job.text(), job.text()
+    job.p.send_signal(signal.SIGUSR2)
+    assert job.digest() == uninterrupted(2)
