@@ -23,11 +23,15 @@ site=$("$work/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("p
 # What the wheel held, as pip recorded it: its RECORD and its METADATA's license.
 dist=$(ls -d "$site"/hydro-*.dist-info) || fail "pip install left no hydro dist-info in $site"
 listing=$(cut -d, -f1 "$dist/RECORD"; grep '^License' "$dist/METADATA" | sed 's/^/  /')
-for f in hydro-autopause.pth _hydro_autopause.py hydro/__init__.py hydro/_build.py 'hydro/_C\..*\.so' 'hydro/libhydro\.so'; do
+for f in hydro-autopause.pth _hydro_autopause.py hydro/__init__.py hydro/_build.py 'hydro/_C\..*\.so' 'hydro/libhydro\.so' \
+  hydro/hydro-cuda-checkpoint; do
   grep -qE "^$f\$" <<<"$listing" || fail "the wheel has no $f: $listing"
 done
 grep -q 'License-Expression: Apache-2.0' <<<"$listing" || fail "the wheel's metadata names no Apache-2.0 license"
 [ -f "$site/hydro-autopause.pth" ] || fail "pip install put no hydro-autopause.pth in $site"
+# HYDRO_GPU_RELEASE=full's helper, beside libhydro where the runtime looks for it, and runnable.
+"$site/hydro/hydro-cuda-checkpoint" --help | grep -q '^usage: hydro-cuda-checkpoint' ||
+  fail "the wheel's hydro-cuda-checkpoint does not run"
 where=$(cd / && env -u PYTHONPATH "$work/venv/bin/python" -c 'import hydro, torch; print(hydro.__file__, torch.__version__)') ||
   fail "the venv cannot import hydro"
 [[ $where == "$site/hydro/"* ]] || fail "the venv imports hydro from elsewhere: $where"
