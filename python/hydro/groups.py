@@ -4,12 +4,14 @@ torch's process groups measure their timeouts in wall-clock time, which keeps ru
 holds a job (scontrol suspend, suspend preemption, gang scheduling) or hydro pauses it: a rank
 waiting in a collective for a peer that was held longer than the timeout fails when resumed.
 
-With HYDRO_PAUSE on, `import hydro` wraps torch.distributed.init_process_group and new_group, and
-a hydro.Runtime takes over their timeouts: the groups get HOLD_PROOF as torch's timeout, and the
-timeout the script asked for (or torch's default) goes to the Runtime's hang watch instead, which
-counts running time only (hydro/hang_watch.h). Groups created before the Runtime are switched when
-it starts (torch 2; on torch 1.13, create the Runtime first). Without a Runtime (the zero-lines
-pause alone), the groups keep torch's timeouts: nothing would catch a hang in their place.
+With HYDRO_PAUSE on, `import hydro` wraps torch.distributed.init_process_group, new_group and
+split_group, also where a module imported before hydro holds torch's own (DeviceMesh, which FSDP2
+imports, takes them at its import), and a hydro.Runtime takes over their timeouts: the groups get
+HOLD_PROOF as torch's timeout, and the timeout the script asked for (or torch's default) goes to
+the Runtime's hang watch instead, which counts running time only (hydro/hang_watch.h). Groups
+created before the Runtime are switched when it starts (torch 2; on torch 1.13, create the Runtime
+first). Without a Runtime (the zero-lines pause alone), the groups keep torch's timeouts: nothing
+would catch a hang in their place.
 For NCCL, the heartbeat monitor (TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC) gets HOLD_PROOF too, unless the
 script set it: the monitor would otherwise end a process held longer than 10 minutes.
 """
@@ -17,6 +19,7 @@ import datetime
 import functools
 import inspect
 import os
+import sys
 import warnings
 
 import torch.distributed as dist
@@ -74,13 +77,23 @@ def _asked(timeout, backend):
     return default or dist.distributed_c10d.default_pg_timeout
 
 
+def _backend_of(arguments):
+    """The backend a group is made for: named, or (split_group) its parent's."""
+    if arguments.get("backend") is not None or "parent_pg" not in arguments:
+        return arguments.get("backend")
+    try:
+        return dist.get_backend(arguments.get("parent_pg"))
+    except (RuntimeError, ValueError):
+        return None
+
+
 def _hold_proof(create, returns_group):
     signature = inspect.signature(create)
 
     @functools.wraps(create)
     def created(*args, **kwargs):
         call = signature.bind(*args, **kwargs)  # a TypeError here is the caller's, as torch's
-        asked = _asked(call.arguments.get("timeout"), call.arguments.get("backend"))
+        asked = _asked(call.arguments.get("timeout"), _backend_of(call.arguments))
         watched = bool(_watchers)
         if watched:
             call.arguments["timeout"] = HOLD_PROOF
@@ -113,13 +126,22 @@ def install():
     """Wraps init_process_group and new_group when HYDRO_PAUSE is on (once)."""
     if _installed or not _C.pause_enabled():
         return
-    for name, returns_group in (("init_process_group", False), ("new_group", True)):
-        original = getattr(dist.distributed_c10d, name)
+    for name, returns_group in (("init_process_group", False), ("new_group", True), ("split_group", True)):
+        original = getattr(dist.distributed_c10d, name, None)
+        if original is None:  # torch 1.13 has no split_group
+            continue
         wrapped = _hold_proof(original, returns_group)
-        for module in (dist, dist.distributed_c10d):
-            if getattr(module, name, None) is original:
-                setattr(module, name, wrapped)
-                _installed.append((module, name, original))
+        for module in _holders(name, original):
+            setattr(module, name, wrapped)
+            _installed.append((module, name, original))
+
+
+def _holders(name, original):
+    """torch.distributed, its distributed_c10d, and every torch module already imported that took
+    torch's own `name` at its import (torch.distributed.device_mesh does)."""
+    for module_name, module in list(sys.modules.items()):
+        if module is not None and module_name.startswith("torch") and getattr(module, name, None) is original:
+            yield module
 
 
 def uninstall():

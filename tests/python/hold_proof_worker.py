@@ -1,7 +1,9 @@
 # One rank of a 2-rank gloo job whose own process group has a 2 s timeout: each step all-reduces.
 # Rank 1 sleeps at SLOW_STEP (printing "slow"), so that rank 0 waits for it inside the collective
 # when the test holds or stops them. Prints "done <value>"; the value is 2^(steps+1) - 2.
-#   hold_proof_worker.py plain|runtime_first|group_first RANK PORT STEPS SLOW_STEP
+# `split` all-reduces over a group that torch.distributed.device_mesh's own split_group makes (it
+# took torch's at its import, before hydro's; FSDP2 and DeviceMesh make their groups so).
+#   hold_proof_worker.py plain|runtime_first|group_first|split RANK PORT STEPS SLOW_STEP
 import datetime
 import sys
 import time
@@ -10,6 +12,8 @@ import torch
 import torch.distributed as dist
 
 mode, rank, port, steps, slow_step = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+if mode == "split":
+    import torch.distributed.device_mesh as mesh  # before hydro, as `import torch.distributed.fsdp` would
 if mode != "plain":
     import hydro
 
@@ -20,9 +24,12 @@ def join():
 
 
 rt = None
-if mode == "runtime_first":
+group = None
+if mode in ("runtime_first", "split"):
     rt = hydro.Runtime()
     join()
+    if mode == "split":
+        group = mesh.split_group(split_ranks=[[0, 1]], timeout=datetime.timedelta(seconds=2))
 elif mode == "group_first":
     join()
     rt = hydro.Runtime()
@@ -34,7 +41,7 @@ for step in range(1, steps + 1):
         print("slow", flush=True)
         time.sleep(1.5)
     t += 1
-    dist.all_reduce(t)
+    dist.all_reduce(t, group=group)
     if rt is not None:
         rt.step_end(step)
 print("done", int(t.item()), flush=True)

@@ -59,6 +59,20 @@ def test_a_hold_three_times_the_timeout_inside_a_collective_costs_nothing(tmp_pa
         assert o.strip().endswith(DONE), out
 
 
+def test_a_group_split_by_device_mesh_imported_before_hydro_costs_nothing_either(tmp_path):
+    # DeviceMesh (FSDP2) takes torch's own new_group and split_group at its import, which often
+    # comes before hydro's: those are wrapped too. torch 1.13 has neither split_group nor DeviceMesh.
+    if not TORCH2:
+        assert not hasattr(torch.distributed, "split_group")
+        return
+    ranks = start("split", tmp_path)
+    hold(ranks, 7)
+    codes, out = finish(ranks)
+    assert codes == [0, 0], out
+    for o, _ in out:
+        assert o.strip().endswith(DONE), out
+
+
 def test_without_hydro_the_same_hold_fails_the_job(tmp_path):
     # The control: the failure hydro prevents is real on this torch.
     ranks = start("plain", tmp_path, pause="off")
