@@ -21,6 +21,7 @@
 #include "hydro/hang_watch.h"
 #include "hydro/log.h"
 #include "hydro/pause_gate.h"
+#include "hydro/resume_choice.h"
 #include "hydro/runtime.h"
 #include "hydro/version.h"
 
@@ -289,6 +290,14 @@ void bind_functions(py::module_& m) {
   });
   m.def("arm_pause_now", &arm_pause_now, py::arg("signo"));
   m.def("track_process_group", &track_process_group, py::arg("name"));
+  m.def(
+      "rank_files",
+      [](const std::string& path) {
+        std::vector<std::string> files;
+        check(rank_files(posix_fs(), path, &files));
+        return files;
+      },
+      py::arg("path"));
   m.def("pause_signals", &pause_signals_from_env);
   m.def("signal_handlers_installed", &SignalBridge::running);
   m.def(

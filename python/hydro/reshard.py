@@ -13,9 +13,6 @@ A module's state and an optimizer's go through torch's own helpers
 it up before a resume fills it. An optimizer saved before its first step has no state, and is saved
 as it is (the helpers would take a step to make one)."""
 import io
-import json
-import os
-import re
 import sys
 
 import torch
@@ -148,16 +145,9 @@ def _read(path):
 
 def rank_files(path):
     """The files of every rank for the one at `path`: rank-R/NAME.pt for each of the checkpoint's
-    ranks (its manifest's world_size), or `path` alone for a checkpoint of one rank."""
-    shard_dir, name = os.path.split(path)
-    step_dir = os.path.dirname(shard_dir)
-    if not re.fullmatch(r"rank-\d+", os.path.basename(shard_dir)):
-        return [path]
-    with open(os.path.join(step_dir, "manifest.json")) as f:
-        ranks = json.load(f)["world_size"]
-    if not isinstance(ranks, int) or ranks < 1:
-        raise ValueError(f"{step_dir}/manifest.json: world_size {ranks!r} is not a number of ranks")
-    return [os.path.join(step_dir, f"rank-{r}", name) for r in range(ranks)]
+    ranks (its manifest's world_size), or `path` alone for a checkpoint of one rank. The layout is
+    the C++ checkpoint directory's (hydro/resume_choice.h)."""
+    return _C.rank_files(path)
 
 
 def merged(parts):

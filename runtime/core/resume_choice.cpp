@@ -161,4 +161,25 @@ Status choose_resume(Fs& fs, const Settings& settings, CheckpointGroup* group,
   return Status::OK();
 }
 
+Status rank_files(Fs& fs, const std::string& path, std::vector<std::string>* out) {
+  *out = {path};
+  const size_t file_at = path.rfind('/');  // STEP_DIR/SHARD/NAME
+  const size_t shard_at = file_at == std::string::npos || file_at == 0 ? file_at : path.rfind('/', file_at - 1);
+  if (shard_at == std::string::npos || file_at == 0) return Status::OK();
+  const std::string step_dir = path.substr(0, shard_at), shard = path.substr(shard_at + 1, file_at - shard_at - 1);
+  const size_t step_at = step_dir.rfind('/');
+  const std::string step_name = step_at == std::string::npos ? step_dir : step_dir.substr(step_at + 1);
+  int64_t step = 0;
+  if (!CheckpointDir::parse_name(step_name, &step)) return Status::OK();  // not a file of a checkpoint's shard
+  Manifest m;
+  HYDRO_RETURN_IF_ERROR(
+      CheckpointDir(step_at == std::string::npos ? "." : step_dir.substr(0, step_at), fs).read_manifest(step_name, &m));
+  bool in_a_shard = false;
+  for (int r = 0; m.sharded && r < m.world_size && !in_a_shard; ++r) in_a_shard = shard == Manifest::shard_dir(r);
+  if (!in_a_shard) return Status::OK();
+  out->clear();
+  for (int r = 0; r < m.world_size; ++r) out->push_back(step_dir + "/" + Manifest::shard_dir(r) + path.substr(file_at));
+  return Status::OK();
+}
+
 }  // namespace hydro

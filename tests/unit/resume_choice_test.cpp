@@ -188,6 +188,25 @@ TEST(ResumeChoice, AGroupThatReshardsResumesFromACheckpointOfAnotherSizeInAShare
   }
 }
 
+// A resume onto another number of ranks reads the same file of every rank's shard (hydro.reshard).
+TEST(ResumeChoice, RankFilesAreTheSameFileOfEveryShardOrTheFileAlone) {
+  TempDir t;
+  save_on_hosts(t, {"n", "n", "n"}, 10);
+  const std::string step = t.path + "/n/step-000000000010";
+  std::vector<std::string> files;
+  ASSERT_TRUE(rank_files(posix_fs(), step + "/rank-1/model.pt", &files).ok());
+  EXPECT_EQ(files, (std::vector<std::string>{step + "/rank-0/model.pt", step + "/rank-1/model.pt",
+                                             step + "/rank-2/model.pt"}));
+  for (const std::string& alone : {t.path + "/n/model.pt", step + "/model.pt", std::string("model.pt")}) {
+    ASSERT_TRUE(rank_files(posix_fs(), alone, &files).ok()) << alone;
+    EXPECT_EQ(files, std::vector<std::string>{alone});
+  }
+  ASSERT_TRUE(rank_files(posix_fs(), step + "/rank-7/model.pt", &files).ok());  // no such rank: not a shard
+  EXPECT_EQ(files.size(), 1u);
+  std::remove((step + "/manifest.json").c_str());
+  EXPECT_EQ(rank_files(posix_fs(), step + "/rank-1/model.pt", &files).code(), Code::corruption);
+}
+
 TEST(ResumeChoice, ARequeueOntoOtherHostsStopsInsteadOfResumingFromAnOlderStepWithNodeLocalDirectories) {
   TempDir t;
   save_on_hosts(t, {"node1", "node1", "node2", "node2"}, 10);

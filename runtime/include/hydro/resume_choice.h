@@ -11,6 +11,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "hydro/checkpoint_group.h"
 #include "hydro/manifest.h"
@@ -28,5 +29,10 @@ struct ResumeChoice {
 // number of ranks (Runtime::allow_reshard), which rank r loads as rank (r mod its ranks).
 Status choose_resume(Fs& fs, const Settings& settings, CheckpointGroup* group,
                      const std::function<void(const std::string&)>& log, ResumeChoice* out, bool reshard = false);
+
+// The same file in every rank's shard of the checkpoint that holds `path`: for
+// ROOT/step-N/rank-R/NAME, ROOT/step-N/rank-0/NAME and on, for its manifest's world_size (a
+// resume onto another number of ranks reads them all); {path} for a file of an unsharded one.
+Status rank_files(Fs& fs, const std::string& path, std::vector<std::string>* out);
 
 }  // namespace hydro
