@@ -33,9 +33,9 @@ note "YAML settings reach the task; keep_last=4 on the plugstack line overrides 
 
 out=$(HYDRO_KEEP_LAST=6 srun env) || fail "srun with HYDRO_KEEP_LAST=6 failed"
 grep -qx HYDRO_KEEP_LAST=6 <<<"$out" || fail "the job's environment lost to the admin config"
-out=$(HYDRO_KEEP_LAST=6 srun --hydro-keep-last=7 --hydro-checkpoint-mode=async --hydro-pause=off env) ||
+out=$(HYDRO_KEEP_LAST=6 srun --hydro-keep-last=7 --hydro-checkpoint-mode=async --hydro-pause=off --hydro-gpu-release=full env) ||
   fail "srun with options failed"
-for want in HYDRO_KEEP_LAST=7 HYDRO_CKPT_MODE=async HYDRO_PAUSE=off; do
+for want in HYDRO_KEEP_LAST=7 HYDRO_CKPT_MODE=async HYDRO_PAUSE=off HYDRO_GPU_RELEASE=full; do
   grep -qx "$want" <<<"$out" || fail "$want (command line) did not win: $(grep HYDRO_ <<<"$out")"
 done
 out=$(srun --hydro-checkpoint-dir="$work/mine" env) || fail "srun --hydro-checkpoint-dir failed"
@@ -79,6 +79,7 @@ expect_refused "hydro: option: --hydro-keep-last=-1 is out of range [0, 1000000]
 expect_refused "--hydro-checkpoint-dir='rel/dir' must be an absolute path" sbatch --hydro-checkpoint-dir=rel/dir --wrap true
 expect_refused "--hydro-checkpoint-mode='fast' is not sync_any, sync_all or async" salloc --hydro-checkpoint-mode=fast true
 expect_refused "hydro: option: --hydro-signals: unknown signal 'NAP'" srun --hydro-signals='pause=NAP' true
+expect_refused "hydro: option: --hydro-gpu-release='on' is not off, cache or full" srun --hydro-gpu-release=on true
 printf 'keep_last: 2\ncolour: blue\n' >"$yaml"
 expect_refused "hydro: init: $yaml: line 2: unknown key 'colour'" srun true
 expect_refused "$yaml: line 2: unknown key 'colour'" sbatch --wrap true

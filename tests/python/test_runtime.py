@@ -313,3 +313,25 @@ def test_async_copies_and_cached_pickles_are_the_state_at_each_save(env, tmp_pat
                     assert torch.equal(got[k], v.resolve_conj()), (step, k)
                 else:  # the type and the sign of zero too
                     assert (type(got[k]), repr(got[k])) == (type(v), repr(v)), (step, k)
+
+
+def test_gpu_release_is_checked_and_without_a_device_says_it_has_no_effect(env, capfd):
+    # HYDRO_GPU_RELEASE (issue 33) through the binding: a bad value and the variable it replaced are
+    # errors naming the setting; on a machine with no CUDA device (CI) full is accepted, logged as
+    # without effect, and the Runtime works.
+    env.setenv("HYDRO_GPU_RELEASE", "on")
+    with pytest.raises(RuntimeError, match="HYDRO_GPU_RELEASE='on' is not off, cache or full"):
+        hydro.Runtime()
+    env.delenv("HYDRO_GPU_RELEASE")
+    env.setenv("HYDRO_CUDA_RELEASE", "on")
+    with pytest.raises(RuntimeError, match="HYDRO_CUDA_RELEASE='on' is no longer read: set HYDRO_GPU_RELEASE=cache"):
+        hydro.Runtime()
+    env.delenv("HYDRO_CUDA_RELEASE")
+    env.setenv("HYDRO_GPU_RELEASE", "full")
+    assert not torch.cuda.is_available(), "this test is for a machine without a GPU (tests/gpu has the GPU's)"
+    with hydro.Runtime() as rt:
+        assert rt.step_end(1)
+    err = capfd.readouterr().err
+    cpu_only = not torch.backends.cuda.is_built()
+    reason = "hydro was built against a libtorch without CUDA" if cpu_only else "no CUDA device is visible"
+    assert f"warning: HYDRO_GPU_RELEASE=full has no effect: {reason}" in err, err
