@@ -6,6 +6,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -57,7 +58,7 @@ def device_used():
 class Job:
     def __init__(self, gb, pause_at=-1, extra=None):
         env = hydro_env({"HYDRO_GPU_RELEASE": "full", **(extra or {})})
-        self.log = open(f"/tmp/hydro-release-{os.getpid()}-{gb}.log", "w+")
+        self.log = tempfile.TemporaryFile("w+")
         self.p = subprocess.Popen([sys.executable, WORKER, "--gb", str(gb), "--pause-at", str(pause_at)],
                                   env=env, stdout=self.log, stderr=subprocess.STDOUT, text=True)
 
@@ -72,6 +73,11 @@ class Job:
 
 def uninterrupted(gb):
     return Job(gb).digest()
+
+
+def test_the_versions_this_check_ran_on():
+    print(f"\ndriver {smi('--query-gpu=driver_version').strip()}, torch {torch.__version__}, CUDA "
+          f"{torch.version.cuda}, {torch.cuda.get_device_name(0)} ({device_gb():.0f} GiB)")
 
 
 def test_the_preemptor_gets_the_gpu_and_the_job_ends_bit_for_bit():
