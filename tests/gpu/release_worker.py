@@ -22,7 +22,7 @@ DEV = torch.device("cuda", 0)
 WIDTH = 8192                                       # a layer's weights: 256 MiB in fp32
 layers = max(1, int(a.gb * (1 << 30) / 4 / (WIDTH * WIDTH * 4)))  # weights, grads and Adam's two
 torch.manual_seed(0)
-model = torch.nn.Sequential(*[torch.nn.Linear(WIDTH, WIDTH, bias=False) for _ in range(layers)]).to(DEV)
+model = torch.nn.Sequential(*[torch.nn.Linear(WIDTH, WIDTH, bias=False, device=DEV) for _ in range(layers)])
 opt = torch.optim.Adam(model.parameters(), lr=1e-4)
 x = torch.randn(256, WIDTH, device=DEV)
 with hydro.Runtime():
