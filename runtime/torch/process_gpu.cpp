@@ -158,14 +158,13 @@ class ProcessGpu {
   Status suspend_groups() {
 #ifdef HYDRO_HAS_GROUP_REGISTRY
     for (const auto& name : groups_) {
-      if (!c10d::is_process_group_registered(name)) continue;  // destroyed since
-      auto group = c10d::resolve_process_group(name);
-      if (!group->hasBackends()) continue;
       c10::intrusive_ptr<c10d::Backend> nccl;
       try {
-        nccl = group->getBackend(c10::DeviceType::CUDA);
+        auto group = c10d::resolve_process_group(name);  // throws for a group destroyed since
+        if (!group->hasBackends()) continue;
+        nccl = group->getBackend(c10::DeviceType::CUDA);  // throws for a group with no CUDA backend
       } catch (const std::exception&) {
-        continue;  // no CUDA backend in this group
+        continue;
       }
       if (!nccl || nccl->getBackendName() != "nccl") continue;
       Status s = suspend_backend(*nccl, 0);
