@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 #include <vector>
 
 extern char** environ;
@@ -16,8 +15,6 @@ extern char** environ;
 namespace hydro {
 
 namespace {
-
-Status errno_status(const std::string& what) { return Status::io(what + ": " + std::strerror(errno)); }
 
 // posix_spawn, not fork: the caller is a training process with many threads, and its child may
 // run nothing but exec. The helper's stdin and stdout are one end of a socket pair; no signal of
@@ -41,7 +38,7 @@ Status spawn(const std::vector<std::string>& argv, int child_fd, pid_t* pid) {
   const int rc = ::posix_spawn(pid, args[0], &actions, &attr, args.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
-  if (rc != 0) return Status::io("cannot start " + argv[0] + ": " + std::strerror(rc));
+  if (rc != 0) return Status::from_errno(rc, "cannot start " + argv[0]);
   return Status::OK();
 }
 
@@ -50,7 +47,7 @@ Status spawn(const std::vector<std::string>& argv, int child_fd, pid_t* pid) {
 Status CudaCheckpointHelper::start(const std::string& helper, pid_t target, const std::string& libcuda,
                                    std::unique_ptr<CudaCheckpointHelper>* out) {
   int fds[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) return errno_status("socketpair");
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) return Status::from_errno(errno, "socketpair");
   std::vector<std::string> argv = {helper, "--pid", std::to_string(target > 0 ? target : ::getpid())};
   if (!libcuda.empty()) argv.insert(argv.end(), {"--libcuda", libcuda});
   pid_t pid = -1;
@@ -89,7 +86,7 @@ Status CudaCheckpointHelper::ask(const std::string& command, std::string* rest) 
   while (sent < line.size()) {
     const ssize_t n = ::send(fd_, line.data() + sent, line.size() - sent, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return errno_status("hydro-cuda-checkpoint (pid " + std::to_string(pid_) + ") is gone");
+    if (n < 0) return Status::from_errno(errno, "hydro-cuda-checkpoint (pid " + std::to_string(pid_) + ") is gone");
     sent += static_cast<size_t>(n);
   }
   std::string answer;
@@ -112,7 +109,7 @@ Status CudaCheckpointHelper::read_line(std::string* line) {
     char buf[512];
     const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return errno_status("reading hydro-cuda-checkpoint (pid " + std::to_string(pid_) + ")");
+    if (n < 0) return Status::from_errno(errno, "reading hydro-cuda-checkpoint (pid " + std::to_string(pid_) + ")");
     if (n == 0) return Status::io("hydro-cuda-checkpoint (pid " + std::to_string(pid_) + ") ended without an answer");
     buffered_.append(buf, static_cast<size_t>(n));
   }

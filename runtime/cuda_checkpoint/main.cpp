@@ -10,8 +10,9 @@
 // Lines on stdin, one answer line each on stdout ("ok ..." or "error ..."): `lock MS`,
 // `checkpoint`, `restore`, `unlock`, `state`. It says "ready" once the driver is loaded, and exits
 // at end of input. HYDRO_CUDA_CHECKPOINT_FAIL=COMMAND makes that command fail without calling the
-// driver (the GPU check's failed checkpoint). It ignores the job's signals (Slurm sends SIGTSTP, SIGTERM and the pause
-// signals to every process of a step): only the training process decides when it moves.
+// driver (the GPU check's failed checkpoint). It ignores the job's signals (Slurm sends SIGTSTP,
+// SIGTERM and the pause signals to every process of a step): only the training process decides
+// when it moves.
 #include <dlfcn.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -155,9 +156,10 @@ int main(int argc, char** argv) {
   ignore_the_jobs_signals();
   Driver d;
   std::string err = load(libcuda, &d);
-  if (err.empty() && d.init(0) != CUDA_SUCCESS) err = answer(d, d.init(0), "cuInit");
-  std::cout << (err.empty() ? "ready" : "error " + err) << std::endl;
-  if (!err.empty()) return 1;
+  if (!err.empty()) err = "error " + err;
+  if (err.empty()) err = answer(d, d.init(0), "cuInit");  // "ok" or "error cuInit: ..."
+  std::cout << (err == "ok" ? "ready" : err) << std::endl;
+  if (err != "ok") return 1;
   for (std::string line; std::getline(std::cin, line);) std::cout << run(d, pid, line) << std::endl;
   return 0;
 }
