@@ -300,6 +300,7 @@ void bind_functions(py::module_& m) {
       py::arg("path"));
   m.def("pause_signals", &pause_signals_from_env);
   m.def("signal_handlers_installed", &SignalBridge::running);
+  m.def("reclaim_signal_handlers", &SignalBridge::reclaim);
   m.def(
       "signal_is_default",
       [](int signo) {  // the process's own disposition, which Python's signal.getsignal() may not know

@@ -27,8 +27,11 @@ def _world(num_replicas, rank):
     return num_replicas, rank
 
 
-class InterruptibleDistributedSampler(tud.Sampler):
+class InterruptibleDistributedSampler(tud.DistributedSampler):
     """torch.utils.data.DistributedSampler that remembers where the epoch stands.
+
+    A DistributedSampler (a subclass, with its order), so that a framework that shards a loader by
+    putting a DistributedSampler in it (Lightning, Accelerate) sees one already there and keeps it.
 
     `epoch` and set_epoch() as in torch; a new shuffle every epoch, also when set_epoch() is never
     called. state_dict() records the epoch and the samples taken; load_state_dict() continues the
@@ -63,6 +66,20 @@ class InterruptibleDistributedSampler(tud.Sampler):
     @property
     def epoch(self):
         return self._order.epoch
+
+    @epoch.setter
+    def epoch(self, epoch):
+        self.set_epoch(epoch)
+
+    @property
+    def num_samples(self):
+        """This rank's samples per epoch (DistributedSampler's attribute)."""
+        return len(self)
+
+    @property
+    def total_size(self):
+        """Every rank's samples per epoch, padding included (DistributedSampler's attribute)."""
+        return len(self) * self.num_replicas
 
     def set_epoch(self, epoch):
         """Moves to `epoch` at its start; the current epoch keeps its position."""

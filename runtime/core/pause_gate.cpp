@@ -90,6 +90,17 @@ void handler(int signo, siginfo_t* info, void* ucontext) {
   errno = saved_errno;
 }
 
+bool is_ours(const struct sigaction& sa) { return (sa.sa_flags & SA_SIGINFO) && sa.sa_sigaction == handler; }
+
+// hydro's handler for one of `ours`: the others blocked while it runs.
+struct sigaction our_action(const sigset_t& ours) {
+  struct sigaction sa {};
+  sa.sa_sigaction = handler;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sa.sa_mask = ours;
+  return sa;
+}
+
 void watch(SignalBridge::Listener listener) {
   for (;;) {
     unsigned char buf[64];
@@ -196,10 +207,7 @@ Status SignalBridge::start(const SignalMap& map, Listener listener) {
   for (const auto& entry : map.entries()) sigaddset(&ours, entry.first);
   for (const auto& [signo, action] : map.entries()) {
     g_action[signo].store(static_cast<int>(action) + 1);
-    struct sigaction sa {};
-    sa.sa_sigaction = handler;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
-    sa.sa_mask = ours;
+    const struct sigaction sa = our_action(ours);
     struct sigaction previous {};
     if (::sigaction(signo, &sa, &previous) != 0) {
       Status s = Status::from_errno(errno, "sigaction " + signal_name(signo));
@@ -208,7 +216,7 @@ Status SignalBridge::start(const SignalMap& map, Listener listener) {
     }
     // Ours already (inherited by a forked child that now starts its own): chain to what came
     // before it, never to ourselves.
-    if (!((previous.sa_flags & SA_SIGINFO) && previous.sa_sigaction == handler)) g_previous[signo] = previous;
+    if (!is_ours(previous)) g_previous[signo] = previous;
   }
   g_watcher = new std::thread(watch, std::move(listener));
   // A --hydro-pause=on job starts its processes with these blocked (SignalMap::
@@ -227,6 +235,23 @@ void SignalBridge::ignore_from_now_on(int signo) {
     g_previous[signo] = ignore;  // ours stays in until stop(), which then leaves it ignored
   else
     ::sigaction(signo, &ignore, nullptr);
+}
+
+std::vector<int> SignalBridge::reclaim() {
+  std::lock_guard<std::mutex> lock(g_lifecycle);
+  std::vector<int> taken;
+  if (!g_watcher) return taken;
+  sigset_t ours;
+  sigemptyset(&ours);
+  for (int signo = 1; signo < NSIG; ++signo)
+    if (g_action[signo].load() != 0) sigaddset(&ours, signo);
+  const struct sigaction sa = our_action(ours);
+  for (int signo = 1; signo < NSIG; ++signo) {
+    struct sigaction now {};
+    if (g_action[signo].load() == 0 || ::sigaction(signo, nullptr, &now) != 0 || is_ours(now)) continue;
+    if (::sigaction(signo, &sa, nullptr) == 0) taken.push_back(signo);
+  }
+  return taken;
 }
 
 bool SignalBridge::running() {

@@ -25,10 +25,14 @@ plugstack=()                                     # slurm-local writes one that l
 train=$build/examples/hydro-example-loop        # the few-lines loop: --steps, --step-ms, ...
 # HYDRO_TEST_PROGRAM=python: the same paths with its Python twin (DistributedDataParallel over
 # Gloo with several tasks), run by $python through hydro's Python binding.
-if [ "${HYDRO_TEST_PROGRAM:-cpp}" = python ]; then
-  train=$top/examples/loop.py
-  "$python" -c 'import hydro' || fail "$python cannot import hydro (run scripts/setup)"
-fi
+# HYDRO_TEST_PROGRAM=lightning: the same job as a PyTorch Lightning fit with hydro's callback
+# (examples/lightning_loop.py; Lightning's DDP over Gloo with several tasks).
+case "${HYDRO_TEST_PROGRAM:-cpp}" in
+  python) train=$top/examples/loop.py module=hydro ;;
+  lightning) train=$top/examples/lightning_loop.py module=hydro.lightning ;;
+  *) module= ;;
+esac
+[ -z "$module" ] || "$python" -c "import $module" || fail "$python cannot import $module (run scripts/setup)"
 # HYDRO_TEST_ARGS: more options for the program in every run of a test whose script appends
 # "${program_args[@]}" (its reference's too): --fsdp, the Python loop's model sharded by FSDP2.
 read -ra program_args <<<"${HYDRO_TEST_ARGS:-}"

@@ -216,6 +216,38 @@ TEST_F(PauseGateTest, ChainsToAHandlerInstalledBeforeOurs) {
   ::sigaction(SIGUSR1, &old, nullptr);
 }
 
+std::atomic<int> g_newcomer_calls{0};
+void newcomer_handler(int) { g_newcomer_calls++; }
+
+// A framework replaces hydro's SIGTERM handler after the Runtime started (Lightning does, when its
+// fit starts): reclaim() puts hydro's back, which chains to what was there before hydro, not to
+// the newcomer; signals whose handler nobody replaced are left as they are.
+TEST_F(PauseGateTest, ReclaimTakesBackAReplacedHandlerAndLeavesTheNewcomerOut) {
+  struct sigaction sa {
+  }, before{}, old_usr1{};
+  sa.sa_handler = previous_handler;
+  sigemptyset(&sa.sa_mask);
+  ASSERT_EQ(::sigaction(SIGUSR1, &sa, &old_usr1), 0);
+  EXPECT_TRUE(SignalBridge::reclaim().empty()) << "not started: nothing to take back";
+  ASSERT_TRUE(SignalBridge::start(SignalMap::defaults(), nullptr).ok());
+  sa.sa_handler = newcomer_handler;
+  ASSERT_EQ(::sigaction(SIGTERM, &sa, &before), 0);
+  ASSERT_EQ(::sigaction(SIGUSR1, &sa, nullptr), 0);
+  const std::vector<int> taken = SignalBridge::reclaim();
+  EXPECT_EQ(taken, (std::vector<int>{SIGUSR1, SIGTERM}));
+  EXPECT_TRUE(SignalBridge::reclaim().empty()) << "taken back once";
+  g_previous_calls = 0;
+  g_newcomer_calls = 0;
+  ::raise(SIGTERM);
+  ::raise(SIGUSR1);
+  EXPECT_TRUE(gate.exit_requested());
+  EXPECT_TRUE(gate.pause_pending());
+  EXPECT_EQ(g_newcomer_calls.load(), 0);
+  EXPECT_EQ(g_previous_calls.load(), 1) << "SIGUSR1 still chains to the handler set before hydro's";
+  SignalBridge::stop();
+  ::sigaction(SIGUSR1, &old_usr1, nullptr);
+}
+
 TEST_F(PauseGateTest, ConfiguredSignalsOnly) {
   SignalMap m;
   ASSERT_TRUE(SignalMap::parse("pause=URG;resume=WINCH", "HYDRO_SIGNALS", &m).ok());

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "hydro/signal_map.h"
 #include "hydro/status.h"
@@ -77,6 +78,11 @@ class SignalBridge {
   static void ignore_from_now_on(int signo);
   // The handlers are in (start() was called, stop() not since).
   static bool running();
+  // Puts hydro's handlers back on those of its signals whose handler was replaced since start()
+  // (a framework that sets its own, as Lightning does for SIGTERM when its fit starts); they chain
+  // to what they chained to before, not to the newcomer. Returns the signals taken back. A no-op
+  // when not started.
+  static std::vector<int> reclaim();
 };
 
 }  // namespace hydro

@@ -1,0 +1,122 @@
+# hydro.lightning (issue 35): a Lightning fit with one callback pauses at an operator, checkpoints
+# on SIGTERM at a step's end and exits 75, and the next fit, with no ckpt_path, resumes there and
+# ends with the weights of a fit never interrupted. Real Lightning (the pinned `lightning`), on the
+# CPU; examples/lightning_loop.py is the training (DataLoader workers with augmentation, dropout,
+# several epochs). Main tier only: Debian's torch 1.13.1 has no Lightning 2.6.
+import os
+import signal
+import subprocess
+
+import pytest
+import torch
+
+import hydro
+import hydro.lightning
+from conftest import HERE, hydro_env
+
+EXAMPLE = os.path.join(HERE, "..", "..", "examples", "lightning_loop.py")
+# 2048 samples in batches of 64: 32 batches an epoch; 40 steps of 2 batches run into a third epoch.
+ARGS = ["--steps", "40", "--samples", "2048", "--log-every", "1", "--hidden", "64"]
+
+
+def fit(python, ckpt_dir, *extra, step_ms=0, until=None, signals=()):
+    """Runs the example; with `until`, sends the first of `signals` once a 'step N' line with
+    N >= until was printed, and each next one once hydro logged the pause the one before asked for.
+    Returns (exit status, output)."""
+    cmd = [python, EXAMPLE, *ARGS, *extra, "--step-ms", str(step_ms)]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         env=hydro_env({"HYDRO_CKPT_DIR": str(ckpt_dir)}))
+    out, pending = [], list(signals)
+    for line in p.stdout:
+        out.append(line)
+        due = until is not None and line.startswith("step ") and int(line.split()[1]) >= until
+        if pending and (due or (until is None and "paused at operator" in line)):
+            until = None
+            os.kill(p.pid, pending.pop(0))
+    return p.wait(timeout=300), "".join(out)
+
+
+def digest(output):
+    lines = [l for l in output.splitlines() if l.startswith("weights_digest=")]
+    assert len(lines) == 1, output[-3000:]
+    return lines[0].split("=", 1)[1]
+
+
+# Two batches a step (gradient accumulation): a SIGTERM may land between the two batches of a step,
+# and the checkpoint must wait for its end. (One batch a step: the Slurm tests slurm.lightning.*.)
+ACCUMULATE = ["--accumulate", "2"]
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The digest of a fit never interrupted."""
+    import sys
+    rc, out = fit(sys.executable, tmp_path_factory.mktemp("ref"), *ACCUMULATE)
+    assert rc == 0, out[-3000:]
+    return digest(out)
+
+
+def test_sigterm_checkpoints_at_a_step_end_and_the_next_fit_resumes_there_bit_for_bit(python, tmp_path, reference):
+    # SIGTERM in the middle of the second epoch (16 steps of 2 batches an epoch).
+    rc, out = fit(python, tmp_path, *ACCUMULATE, step_ms=20, until=25, signals=[signal.SIGTERM])
+    assert rc == hydro.EXIT_REQUEUE, out[-3000:]
+    assert "checkpoint-and-exit requested by SIGTERM" in out
+    assert "weights_digest=" not in out, "the fit ended after SIGTERM instead of exiting to be requeued"
+    committed = sorted(p for p in os.listdir(tmp_path) if p.startswith("step-"))
+    assert committed, out[-3000:]
+    step = int(committed[-1].split("-")[1])
+    assert 25 <= step < 32, "not in the second epoch: move the signal"
+    rc, out = fit(python, tmp_path, *ACCUMULATE)
+    assert rc == 0, out[-3000:]
+    assert f"at step {step}" in out
+    assert f"step {step + 1} loss" in out and f"step {step} loss" not in out, "the resumed fit replayed a step"
+    assert digest(out) == reference
+
+
+def test_a_pause_at_an_operator_and_its_resume_change_nothing(python, tmp_path, reference):
+    rc, out = fit(python, tmp_path, *ACCUMULATE, step_ms=20, until=10, signals=[signal.SIGUSR1, signal.SIGUSR2])
+    assert rc == 0, out[-3000:]
+    assert "paused at operator" in out and "resumed at operator" in out
+    assert digest(out) == reference
+
+
+def test_the_callback_keeps_hydros_signals_and_requeue_and_writes_lightnings_files_atomically(env, tmp_path):
+    import lightning.pytorch as pl
+    from lightning.pytorch.plugins.environments import SLURMEnvironment
+
+    env.setenv("HYDRO_CKPT_DIR", str(tmp_path / "ck"))
+    seen = {}
+
+    class Probe(pl.Callback):
+        def on_train_batch_start(self, trainer, module, batch, batch_idx):
+            # Lightning set its own SIGTERM handler as training started; hydro's is back in.
+            seen["taken_back"] = hydro._C.reclaim_signal_handlers()
+            seen["auto_requeue"] = trainer._accelerator_connector.cluster_environment.auto_requeue
+            seen["io"] = type(trainer.strategy.checkpoint_io)
+            trainer.save_checkpoint(tmp_path / "own.ckpt")
+
+    class Tiny(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 1)
+
+        def training_step(self, batch, batch_idx):
+            return self.lin(batch).sum()
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+        def train_dataloader(self):
+            return hydro.DataLoader(torch.randn(8, 4), batch_size=4)
+
+    env.setenv("SLURM_NTASKS", "1")  # Lightning's Slurm environment, as inside an srun step
+    env.setenv("SLURM_JOB_NAME", "test")
+    trainer = pl.Trainer(max_steps=1, accelerator="cpu", logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, plugins=[SLURMEnvironment(auto_requeue=True)],
+                         callbacks=[hydro.lightning.Hydro(), Probe()])
+    trainer.fit(Tiny())
+    assert seen["taken_back"] == [], "hydro's handlers were not put back when training started"
+    assert seen["auto_requeue"] is False
+    assert seen["io"] is hydro.lightning.AtomicCheckpointIO
+    assert "state_dict" in torch.load(tmp_path / "own.ckpt", weights_only=False)
+    assert not hydro._C.signal_handlers_installed(), "the Runtime outlived the fit"
