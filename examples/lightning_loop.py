@@ -17,6 +17,7 @@ import time
 import torch
 import torch.nn.functional as F
 import lightning.pytorch as pl
+from lightning.pytorch.plugins.environments import SLURMEnvironment
 from lightning.pytorch.strategies import DDPStrategy
 
 import hydro
@@ -38,6 +39,10 @@ def parse():
     p.add_argument("--log-every", type=int, default=10, help="print the loss every N steps (default 10)")
     p.add_argument("--pg-timeout", type=float, default=1800,
                    help="with several ranks: seconds a collective may wait for a peer (default 1800)")
+    p.add_argument("--no-hydro", action="store_true",
+                   help="the peer: Lightning alone, as its users run it on Slurm (its SLURMEnvironment's "
+                        "auto-requeue on SIGUSR1, its checkpoint in $HYDRO_CKPT_DIR or the working directory, "
+                        "torch's DataLoader)")
     return p.parse_args()
 
 
@@ -65,6 +70,9 @@ class Net(pl.LightningModule):
                                        torch.nn.Linear(a.hidden, a.hidden), torch.nn.ReLU(), torch.nn.Linear(a.hidden, 10))
 
     def train_dataloader(self):
+        if self.a.no_hydro:
+            return torch.utils.data.DataLoader(Samples(self.a.samples, self.a.seed), batch_size=self.a.batch,
+                                               shuffle=True, drop_last=True, num_workers=self.a.workers)
         return hydro.DataLoader(Samples(self.a.samples, self.a.seed), batch_size=self.a.batch, shuffle=True,
                                 seed=self.a.seed, drop_last=True, num_workers=self.a.workers)
 
@@ -105,10 +113,16 @@ def main():
     strategy = "auto" if env["world_size"] == 1 else DDPStrategy(
         process_group_backend="gloo", timeout=datetime.timedelta(seconds=a.pg_timeout))
     model = Net(a)
+    if a.no_hydro:
+        pl.seed_everything(a.seed, workers=True)
+        extra = dict(plugins=[SLURMEnvironment(auto_requeue=True)],
+                     default_root_dir=os.environ.get("HYDRO_CKPT_DIR", os.getcwd()))
+    else:
+        extra = dict(callbacks=[hydro.lightning.Hydro()])  # hydro
     trainer = pl.Trainer(max_steps=a.steps, max_epochs=-1, accelerator="cpu", devices=env["world_size"] // nodes,
                          num_nodes=nodes, strategy=strategy, logger=False, enable_checkpointing=False,
                          enable_progress_bar=False, enable_model_summary=False,
-                         accumulate_grad_batches=a.accumulate, callbacks=[hydro.lightning.Hydro()])  # hydro
+                         accumulate_grad_batches=a.accumulate, **extra)
     trainer.fit(model)
     sys.stdout.write(f"weights_digest={digest(model.net)}\n")
     sys.stdout.flush()
