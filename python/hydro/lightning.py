@@ -22,11 +22,13 @@ callback changes in the Trainer, when `fit` sets up:
   hydro-launch requeues, without `scontrol` (Lightning's handler would requeue from inside the job,
   with a checkpoint of its own that is not atomic);
 - hydro's signal handlers are put back once Lightning has set its own SIGTERM handler (when
-  training starts): Lightning's would end the fit at once, without a checkpoint;
+  training starts): Lightning's would end the fit at once, without a checkpoint (one it took
+  before then is handed to hydro's);
 - Lightning's own checkpoint files (ModelCheckpoint, `trainer.save_checkpoint`) are written
   atomically and durably (AtomicCheckpointIO), when the strategy had Lightning's default IO.
 """
 import os
+import signal
 import sys
 
 import torch
@@ -119,6 +121,12 @@ class Hydro(Callback):
 
     def on_train_start(self, trainer, pl_module):
         _C.reclaim_signal_handlers()
+        connector = trainer._signal_connector
+        if connector.received_sigterm:
+            # It came between fit's setup and now, to Lightning's handler, which would end the fit
+            # at the next batch without a checkpoint: hydro's, back in, takes it instead.
+            connector.received_sigterm = False
+            os.kill(os.getpid(), signal.SIGTERM)
         if self._resumed is not None:
             self._resumed.restore()
             self._resumed = None
@@ -133,7 +141,14 @@ class Hydro(Callback):
             raise SystemExit(_C.EXIT_REQUEUE)  # checkpointed after SIGTERM: hydro-launch requeues
 
     def teardown(self, trainer, pl_module, stage):
-        if stage == "fit" and self.runtime is not None:
+        if stage == "fit":
+            self._close()
+
+    def on_exception(self, trainer, pl_module, exception):
+        self._close()  # the fit ends (exit 75 after the checkpoint, or an error): no teardown hook
+
+    def _close(self):
+        if self.runtime is not None:
             self.runtime.close()
             self.runtime = None
 

@@ -120,3 +120,39 @@ def test_the_callback_keeps_hydros_signals_and_requeue_and_writes_lightnings_fil
     assert seen["io"] is hydro.lightning.AtomicCheckpointIO
     assert "state_dict" in torch.load(tmp_path / "own.ckpt", weights_only=False)
     assert not hydro._C.signal_handlers_installed(), "the Runtime outlived the fit"
+
+
+def test_a_sigterm_that_lightnings_handler_took_before_training_started_still_checkpoints(env, tmp_path):
+    """Lightning sets its SIGTERM handler after the callback's setup, and hydro takes SIGTERM back
+    only when training starts: a SIGTERM in between (Lightning's sanity check, its loaders) reaches
+    Lightning's handler, which would end the fit at the first batch without a checkpoint."""
+    import lightning.pytorch as pl
+
+    env.setenv("HYDRO_CKPT_DIR", str(tmp_path))
+
+    class TermBeforeTraining(pl.Callback):  # before hydro's callback in the list: its hook runs first
+        def on_train_start(self, trainer, module):
+            os.kill(os.getpid(), signal.SIGTERM)
+            assert trainer.received_sigterm, "Lightning's handler did not take it: nothing is tested"
+
+    class Tiny(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 1)
+
+        def training_step(self, batch, batch_idx):
+            return self.lin(batch).sum()
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+        def train_dataloader(self):
+            return hydro.DataLoader(torch.randn(8, 4), batch_size=4)
+
+    trainer = pl.Trainer(max_steps=4, accelerator="cpu", logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, callbacks=[TermBeforeTraining(), hydro.lightning.Hydro()])
+    with pytest.raises(SystemExit) as ended:
+        trainer.fit(Tiny())
+    assert ended.value.code == hydro.EXIT_REQUEUE
+    assert sorted(p for p in os.listdir(tmp_path) if p.startswith("step-")) == ["step-000000000001"]
+    assert not hydro._C.signal_handlers_installed(), "the Runtime outlived the fit"
