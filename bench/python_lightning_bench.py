@@ -28,6 +28,8 @@ import sys
 import tempfile
 import time
 
+from python_bench_state import fsync_path
+
 K = 5  # the step whose start sends the signal
 
 
@@ -38,14 +40,6 @@ def parse():
     p.add_argument("--rounds", type=int, default=5, help="rounds, each one trial of each (default 5)")
     p.add_argument("--child", choices=["hydro", "lightning"], help=argparse.SUPPRESS)
     return p.parse_args()
-
-
-def fsync_path(path, directory=False):
-    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def trial(kind, mb, root):

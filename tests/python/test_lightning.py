@@ -47,6 +47,27 @@ def digest(output):
 ACCUMULATE = ["--accumulate", "2"]
 
 
+def tiny():
+    """A LightningModule of one Linear layer, on 8 samples in batches of 4."""
+    import lightning.pytorch as pl
+
+    class Tiny(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 1)
+
+        def training_step(self, batch, batch_idx):
+            return self.lin(batch).sum()
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+        def train_dataloader(self):
+            return hydro.DataLoader(torch.randn(8, 4), batch_size=4)
+
+    return Tiny()
+
+
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     """The digest of a fit never interrupted."""
@@ -95,26 +116,12 @@ def test_the_callback_keeps_hydros_signals_and_requeue_and_writes_lightnings_fil
             seen["io"] = type(trainer.strategy.checkpoint_io)
             trainer.save_checkpoint(tmp_path / "own.ckpt")
 
-    class Tiny(pl.LightningModule):
-        def __init__(self):
-            super().__init__()
-            self.lin = torch.nn.Linear(4, 1)
-
-        def training_step(self, batch, batch_idx):
-            return self.lin(batch).sum()
-
-        def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=0.1)
-
-        def train_dataloader(self):
-            return hydro.DataLoader(torch.randn(8, 4), batch_size=4)
-
     env.setenv("SLURM_NTASKS", "1")  # Lightning's Slurm environment, as inside an srun step
     env.setenv("SLURM_JOB_NAME", "test")
     trainer = pl.Trainer(max_steps=1, accelerator="cpu", logger=False, enable_checkpointing=False,
                          enable_progress_bar=False, plugins=[SLURMEnvironment(auto_requeue=True)],
                          callbacks=[hydro.lightning.Hydro(), Probe()])
-    trainer.fit(Tiny())
+    trainer.fit(tiny())
     assert seen["taken_back"] == [], "hydro's handlers were not put back when training started"
     assert seen["auto_requeue"] is False
     assert seen["io"] is hydro.lightning.AtomicCheckpointIO
@@ -135,24 +142,10 @@ def test_a_sigterm_that_lightnings_handler_took_before_training_started_still_ch
             os.kill(os.getpid(), signal.SIGTERM)
             assert trainer.received_sigterm, "Lightning's handler did not take it: nothing is tested"
 
-    class Tiny(pl.LightningModule):
-        def __init__(self):
-            super().__init__()
-            self.lin = torch.nn.Linear(4, 1)
-
-        def training_step(self, batch, batch_idx):
-            return self.lin(batch).sum()
-
-        def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=0.1)
-
-        def train_dataloader(self):
-            return hydro.DataLoader(torch.randn(8, 4), batch_size=4)
-
     trainer = pl.Trainer(max_steps=4, accelerator="cpu", logger=False, enable_checkpointing=False,
                          enable_progress_bar=False, callbacks=[TermBeforeTraining(), hydro.lightning.Hydro()])
     with pytest.raises(SystemExit) as ended:
-        trainer.fit(Tiny())
+        trainer.fit(tiny())
     assert ended.value.code == hydro.EXIT_REQUEUE
     assert sorted(p for p in os.listdir(tmp_path) if p.startswith("step-")) == ["step-000000000001"]
     assert not hydro._C.signal_handlers_installed(), "the Runtime outlived the fit"
