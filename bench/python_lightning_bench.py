@@ -42,18 +42,15 @@ def parse():
     return p.parse_args()
 
 
-def trial(kind, mb, root):
-    """One fit in this process; prints its figures as one JSON line."""
+def fit_module(kind, mb, times, marks):
+    """The LightningModule: about `mb` MB of state; it sends itself the signal at step K's start."""
     import torch
     import lightning.pytorch as pl
-    from lightning.pytorch.plugins.environments import SLURMEnvironment
 
     import hydro
-    import hydro.lightning
 
     width = int((mb * (1 << 20) / 4 / 2 / 2) ** 0.5)  # two width x width layers, and momentum
     torch.manual_seed(0)
-    times, marks = [], {}
 
     class Fit(pl.LightningModule):
         def __init__(self):
@@ -75,6 +72,16 @@ def trial(kind, mb, root):
                 marks["signal"] = time.perf_counter()
                 os.kill(os.getpid(), signal.SIGTERM if kind == "hydro" else signal.SIGUSR1)
 
+    return Fit()
+
+
+def trainer_for(kind, root, marks):
+    """hydro's callback, timed to its commit; or Lightning's Slurm handler."""
+    import lightning.pytorch as pl
+    from lightning.pytorch.plugins.environments import SLURMEnvironment
+
+    import hydro.lightning
+
     class Hydro(hydro.lightning.Hydro):
         def on_train_batch_end(self, *args):
             try:
@@ -89,8 +96,23 @@ def trial(kind, mb, root):
     else:
         os.environ.update(SLURM_NTASKS="1", SLURM_JOB_ID="1", SLURM_JOB_NAME="bench")
         extra = dict(plugins=[SLURMEnvironment(auto_requeue=True)], default_root_dir=os.path.join(root, "lightning"))
-    trainer = pl.Trainer(max_steps=K + 3, accelerator="cpu", logger=False, enable_checkpointing=False,
-                         enable_progress_bar=False, enable_model_summary=False, **extra)
+    return pl.Trainer(max_steps=K + 3, accelerator="cpu", logger=False, enable_checkpointing=False,
+                      enable_progress_bar=False, enable_model_summary=False, **extra)
+
+
+def trial(kind, mb, root):
+    """One fit in this process; prints its figures as one JSON line."""
+    import hydro
+
+    times, marks = [], {}
+
+    def report(**t):
+        steps = [b - a for a, b in zip(times[:K], times[1:K + 1])]
+        print(json.dumps({k: v - marks["signal"] for k, v in t.items()} | {"step": statistics.median(steps)}),
+              flush=True)
+        os._exit(0)
+
+    module, trainer = fit_module(kind, mb, times, marks), trainer_for(kind, root, marks)
     if kind == "lightning":
         save = trainer.save_checkpoint
 
@@ -102,15 +124,8 @@ def trial(kind, mb, root):
             report(saved=saved, durable=time.perf_counter())
 
         trainer.save_checkpoint = save_then_end
-
-    def report(**t):
-        steps = [b - a for a, b in zip(times[:K], times[1:K + 1])]
-        print(json.dumps({k: v - marks["signal"] for k, v in t.items()} | {"step": statistics.median(steps)}),
-              flush=True)
-        os._exit(0)
-
     try:
-        trainer.fit(Fit())
+        trainer.fit(module)
     except SystemExit as e:
         assert e.code == hydro.EXIT_REQUEUE, e.code
         report(durable=marks["committed"])
