@@ -10,7 +10,8 @@ Status parse_int(const char* var, const std::string& value, int64_t min, int64_t
   char* end = nullptr;
   errno = 0;
   long long v = std::strtoll(value.c_str(), &end, 10);
-  if (value.empty() || *end != '\0' || errno == ERANGE)
+  // The whole value: a NUL inside it (a YAML "\0") must not end the number early.
+  if (value.empty() || end != value.c_str() + value.size() || errno == ERANGE)
     return Status::invalid_argument(std::string(var) + "='" + value + "' is not a whole number");
   if (v < min || v > max)
     return Status::invalid_argument(std::string(var) + "=" + value + " is out of range [" + std::to_string(min) + ", " +

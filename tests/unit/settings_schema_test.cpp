@@ -62,6 +62,13 @@ TEST(SettingsSchema, ChecksEachKindAndNamesTheSource) {
 
 // docs/admins-guide.md, "Settings": | `key: ...` | `--option=...` | `VARIABLE` |, one row per admin
 // setting.
+// Found by fuzz.setting_values: strtoll stopped at a NUL inside the value (the admin's YAML can
+// hold one, as "\0"), and "5\0junk" was taken for 5, "\0" for 0.
+TEST(SettingsSchema, ANumberWithANulInsideIsRefused) {
+  for (const std::string v : {std::string("5\0junk", 6), std::string("\0", 1)})
+    EXPECT_FALSE(check_setting(setting_row("HYDRO_KEEP_LAST"), v, "keep_last").ok()) << v.size();
+}
+
 TEST(SettingsSchema, TheAdminsGuideTableIsTheSchemas) {
   const std::string guide = slurp(HYDRO_SOURCE_DIR "/docs/admins-guide.md");
   std::set<std::string> documented, schema;
