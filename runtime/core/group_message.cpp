@@ -2,6 +2,8 @@
 
 #include <set>
 
+#include "json_integers.h"
+
 namespace hydro {
 
 std::string encode_message(const Status& status, const nlohmann::json& body) {
@@ -14,7 +16,7 @@ std::string encode_message(const Status& status, const nlohmann::json& body) {
 
 bool decode_message(const std::string& text, Status* status, nlohmann::json* body) {
   nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return false;
+  if (j.is_discarded() || !j.is_object() || !only_whole_numbers(j)) return false;
   const auto code = j.find("code"), message = j.find("message");
   if (code == j.end() || !code->is_string() || message == j.end() || !message->is_string()) return false;
   Code c;

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "json_integers.h"
+
 namespace hydro {
 namespace {
 
@@ -64,6 +66,8 @@ std::string Manifest::to_json() const {
 Status Manifest::parse(const std::string& text, const std::string& where, Manifest* out) {
   nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return Status::corruption(where + ": not valid JSON");
+  if (!only_whole_numbers(j))
+    return Status::corruption(where + ": a number with a fraction, where hydro writes whole numbers");
   try {
     if (j.value("format", "") != kFormat) return Status::corruption(where + ": format is not " + std::string(kFormat));
     Manifest m;
