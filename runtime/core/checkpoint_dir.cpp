@@ -9,6 +9,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <atomic>
 #include <cinttypes>
 #include <cstdio>
@@ -39,10 +40,16 @@ std::string CheckpointDir::name_for(int64_t step) {
   return buf;
 }
 
+// "step-" and 12 digits, more from step 10^12 on (found by fuzz.checkpoint_name: such a step's
+// checkpoint, a count of samples or tokens say, was committed and then never seen). Only the name
+// name_for gives the step: "step-0000000000042" is not a checkpoint's.
 bool CheckpointDir::parse_name(const std::string& name, int64_t* step) {
-  if (name.size() != 17 || name.compare(0, 5, "step-") != 0) return false;
+  if (name.size() < 17 || name.size() > 24 || name.compare(0, 5, "step-") != 0) return false;
   if (!std::all_of(name.begin() + 5, name.end(), [](char c) { return c >= '0' && c <= '9'; })) return false;
-  *step = std::strtoll(name.c_str() + 5, nullptr, 10);
+  errno = 0;
+  const long long v = std::strtoll(name.c_str() + 5, nullptr, 10);
+  if (errno == ERANGE || name_for(v) != name) return false;
+  *step = v;
   return true;
 }
 

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <fstream>
 #include <thread>
 #include <vector>
@@ -237,6 +238,13 @@ TEST(CheckpointDir, NamesRoundTrip) {
   EXPECT_FALSE(CheckpointDir::parse_name("step-42", &step));
   EXPECT_FALSE(CheckpointDir::parse_name("latest", &step));
   EXPECT_FALSE(CheckpointDir::parse_name("step-00000000004x", &step));
+  // From step 10^12 on the name is wider, and still the step's (fuzz.checkpoint_name).
+  for (int64_t big : {int64_t{1000000000000}, int64_t{INT64_MAX}}) {
+    EXPECT_TRUE(CheckpointDir::parse_name(CheckpointDir::name_for(big), &step)) << big;
+    EXPECT_EQ(step, big);
+  }
+  EXPECT_FALSE(CheckpointDir::parse_name("step-0000000000042", &step)) << "not the name of step 42";
+  EXPECT_FALSE(CheckpointDir::parse_name("step-9223372036854775808", &step)) << "past int64";
 }
 
 }  // namespace
