@@ -70,10 +70,12 @@ bool GpuReleaser::fits_before_freeze(uint64_t bytes, std::optional<std::chrono::
 
 bool GpuReleaser::release_full(std::chrono::milliseconds lock_timeout,
                                std::optional<std::chrono::milliseconds> until_freeze) {
-  const uint64_t bytes = calls_.device_bytes(), available = calls_.host_available();
-  if (!fits_in_host(bytes, available)) {
-    log_("gpu_release=full: the device state (" + mib(bytes) + ") does not fit in host memory (" + mib(available) +
-         " available, " + mib(host_room(bytes)) + " kept free): releasing the cache only");
+  const uint64_t bytes = calls_.device_bytes();
+  const HostRoom available = calls_.host_available();
+  if (!fits_in_host(bytes, available.bytes)) {
+    log_("gpu_release=full: the device state (" + mib(bytes) + ") does not fit in host memory (" +
+         mib(available.bytes) + " available, bound by " + available.bound_by + "; " + mib(host_room(bytes)) +
+         " kept free): releasing the cache only");
     return false;
   }
   if (!fits_before_freeze(bytes, until_freeze)) return false;

@@ -18,6 +18,8 @@ std::string read_text(const std::string& path) {
   return text.str();
 }
 
+std::string trimmed(const std::string& text) { return text.substr(0, text.find_last_not_of(" \n") + 1); }
+
 bool parse_bytes(const std::string& text, uint64_t* out) {
   size_t used = 0;
   try {
@@ -41,9 +43,23 @@ uint64_t mem_available_of(const std::string& meminfo) {
   return 0;
 }
 
-uint64_t cgroup_room_of(const std::string& limit, const std::string& usage) {
+uint64_t inactive_file_of(const std::string& memory_stat) {
+  std::istringstream lines(memory_stat);
+  std::string key;
+  uint64_t value = 0, local = 0;
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream fields(line);
+    if (!(fields >> key >> value)) continue;
+    if (key == "total_inactive_file") return value;  // v1's, counting the cgroups below
+    if (key == "inactive_file") local = value;
+  }
+  return local;
+}
+
+uint64_t cgroup_room_of(const std::string& limit, const std::string& usage, const std::string& memory_stat) {
   uint64_t max = 0, used = 0;
   if (!parse_bytes(limit, &max) || !parse_bytes(usage, &used)) return kNoLimit;
+  used -= std::min(used, inactive_file_of(memory_stat));
   return max > used ? max - used : 0;
 }
 
@@ -64,17 +80,22 @@ std::string memory_cgroup_of(const std::string& proc_self_cgroup, bool* v1) {
   return v2;
 }
 
-uint64_t host_memory_available() {
-  uint64_t room = mem_available_of(read_text("/proc/meminfo"));
+HostRoom host_memory_available(const std::string& fs_root) {
+  HostRoom room{mem_available_of(read_text(fs_root + "/proc/meminfo")), "MemAvailable in /proc/meminfo"};
   bool v1 = false;
-  std::string path = memory_cgroup_of(read_text("/proc/self/cgroup"), &v1);
+  std::string path = memory_cgroup_of(read_text(fs_root + "/proc/self/cgroup"), &v1);
   if (path.empty()) return room;
-  const std::string root = v1 ? "/sys/fs/cgroup/memory" : "/sys/fs/cgroup";
+  const std::string root = fs_root + (v1 ? "/sys/fs/cgroup/memory" : "/sys/fs/cgroup");
   const char* limit = v1 ? "/memory.limit_in_bytes" : "/memory.max";
   const char* usage = v1 ? "/memory.usage_in_bytes" : "/memory.current";
   for (;;) {
     const std::string dir = root + (path == "/" ? std::string() : path);
-    room = std::min(room, cgroup_room_of(read_text(dir + limit), read_text(dir + usage)));
+    const std::string max = read_text(dir + limit), current = read_text(dir + usage);
+    const std::string stat = read_text(dir + "/memory.stat");
+    const uint64_t left = cgroup_room_of(max, current, stat);
+    if (left < room.bytes)
+      room = {left, dir + limit + " (" + trimmed(max) + ") less " + (usage + 1) + " (" + trimmed(current) +
+                        ") with its inactive_file (" + std::to_string(inactive_file_of(stat)) + ")"};
     if (path == "/" || path.empty()) return room;
     const size_t slash = path.find_last_of('/');
     path = slash == 0 ? "/" : path.substr(0, slash);

@@ -4,6 +4,7 @@
 import os
 import re
 import signal
+import itertools
 import subprocess
 import sys
 import tempfile
@@ -13,10 +14,11 @@ import pytest
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-from conftest import hydro_env, wait_for  # noqa: E402
+from conftest import hydro_env  # noqa: E402
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "release_worker.py")
 MOVED = re.compile(r"gpu_release=full: (\d+) MiB of device state moved to host memory in ([0-9.]+) s")
+JOBS = itertools.count(1)
 BACK = re.compile(r"the device state is back on the GPU in ([0-9.]+) s")
 
 
@@ -58,13 +60,25 @@ def device_used():
 class Job:
     def __init__(self, gb, pause_at=-1, extra=None):
         env = hydro_env({"HYDRO_GPU_RELEASE": "full", **(extra or {})})
-        self.log = tempfile.TemporaryFile("w+")
+        logs = os.environ.get("HYDRO_GPU_LOGS")  # a folder to keep each job's log in, where set
+        self.log = (open(os.path.join(logs, f"job{next(JOBS)}-{gb:.0f}GB.log"), "w+") if logs
+                    else tempfile.TemporaryFile("w+"))
         self.p = subprocess.Popen([sys.executable, WORKER, "--gb", str(gb), "--pause-at", str(pause_at)],
                                   env=env, stdout=self.log, stderr=subprocess.STDOUT, text=True)
 
     def text(self):
         self.log.seek(0)
         return self.log.read()
+
+    def wait(self, what, timeout):
+        """Until `what` is in the job's log, or the pause ended without it: fails with the log when
+        the job ends first or the time runs out (a hang must show its log, not a bare timeout)."""
+        deadline = time.monotonic() + timeout
+        while not re.search(what, self.text()):
+            if self.p.poll() is not None or time.monotonic() > deadline:
+                self.p.kill()
+                pytest.fail(f"no '{what}' in the job's log (exit {self.p.wait()}):\n{self.text()}")
+            time.sleep(0.2)
 
     def digest(self):
         assert self.p.wait(1800) == 0, self.text()
@@ -84,9 +98,9 @@ def test_the_preemptor_gets_the_gpu_and_the_job_ends_bit_for_bit():
     torch.cuda.empty_cache()  # this process's own cache, from the checks before
     gb = 0.4 * device_gb()
     job = Job(gb, pause_at=3)
-    wait_for(lambda: "pausing at step" in job.text() or job.p.poll() is not None, timeout=600, poll=0.05)
+    job.wait("pausing at step", timeout=300)
     listed, used_running = used_by(job.p.pid), device_used()
-    wait_for(lambda: MOVED.search(job.text()) or job.p.poll() is not None, timeout=600, poll=0.2)
+    job.wait("paused at operator", timeout=600)
     moved = MOVED.search(job.text())
     assert moved, job.text()
     held, used_paused = used_by(job.p.pid), device_used()
@@ -111,7 +125,7 @@ def test_checkpoint_and_restore_times(gb):
     if gb > 0.5 * device_gb():
         pytest.fail(f"{gb} GB does not fit this {device_gb():.0f} GB device with room for the run")
     job = Job(gb, pause_at=2)
-    wait_for(lambda: MOVED.search(job.text()) or job.p.poll() is not None, timeout=900, poll=0.2)
+    job.wait("paused at operator", timeout=900)
     moved = MOVED.search(job.text())
     assert moved, job.text()
     start = time.monotonic()
@@ -129,7 +143,7 @@ def test_a_failed_checkpoint_falls_back_to_the_cache_and_the_job_finishes():
     # the lock is undone, the cache released, the reason logged, and the job ends as an
     # uninterrupted one.
     job = Job(2, pause_at=2, extra={"HYDRO_CUDA_CHECKPOINT_FAIL": "checkpoint"})
-    wait_for(lambda: "releasing the cache only" in job.text() or job.p.poll() is not None, timeout=300, poll=0.2)
+    job.wait("paused at operator", timeout=300)
     assert "failed moving the device state to host memory" in job.text(), job.text()
     job.p.send_signal(signal.SIGUSR2)
     assert job.digest() == uninterrupted(2)

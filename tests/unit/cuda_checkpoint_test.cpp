@@ -105,7 +105,7 @@ TEST(CudaCheckpointHelper, AFailedCheckpointThroughTheHelperFallsBackToTheCache)
   std::vector<std::string> logs;
   DeviceCalls c;
   c.device_bytes = [] { return uint64_t{1} << 20; };
-  c.host_available = [] { return uint64_t{8} << 30; };
+  c.host_available = [] { return HostRoom{uint64_t{8} << 30, "MemAvailable in /proc/meminfo"}; };
   c.release_cache = [] { return Status::OK(); };
   c.suspend_collectives = [] { return Status::OK(); };
   c.resume_collectives = [] { return Status::OK(); };

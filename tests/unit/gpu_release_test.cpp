@@ -38,7 +38,7 @@ struct FakeDevice {
   DeviceCalls device_calls() {
     DeviceCalls c;
     c.device_bytes = [this] { return device; };
-    c.host_available = [this] { return host; };
+    c.host_available = [this] { return HostRoom{host, "MemAvailable in /proc/meminfo"}; };
     c.release_cache = call("release_cache");
     c.suspend_collectives = call("suspend_collectives");
     c.resume_collectives = call("resume_collectives");
@@ -110,7 +110,8 @@ TEST(GpuRelease, FullThatDoesNotFitInHostMemoryFreesTheCacheAndSaysWhy) {
   EXPECT_EQ(r.release(milliseconds(100)), GpuRelease::cache);
   EXPECT_EQ(d.calls, Calls{"release_cache"});
   EXPECT_TRUE(
-      d.logged("the device state (40960 MiB) does not fit in host memory (45056 MiB available, 5120 MiB kept free)"))
+      d.logged("the device state (40960 MiB) does not fit in host memory (45056 MiB available, bound by "
+               "MemAvailable in /proc/meminfo; 5120 MiB kept free)"))
       << d.logs.front();
   EXPECT_TRUE(r.restore().ok());
 }

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "hydro/host_memory.h"
 #include "hydro/status.h"
 
 namespace hydro {
@@ -22,7 +23,7 @@ bool gpu_release_from_name(const std::string& name, GpuRelease* out);
 // What a release calls. Each call that can fail returns a Status naming what failed.
 struct DeviceCalls {
   std::function<uint64_t()> device_bytes;                 // the process's device memory in use
-  std::function<uint64_t()> host_available;               // host memory free for the checkpoint (MemAvailable)
+  std::function<HostRoom()> host_available;               // host memory free for the checkpoint
   std::function<Status()> release_cache;                  // the allocator's cached, unused blocks
   std::function<Status()> suspend_collectives;            // NCCL's communicators suspended (or torn down)
   std::function<Status()> resume_collectives;             // ... and back
