@@ -53,6 +53,24 @@ def used_by(pid):
     return sum(mine) if mine else None
 
 
+def host_facts():
+    """What the job's host-memory check reads (/proc/meminfo, /proc/self/cgroup, each cgroup's
+    memory files up to the root), for a failure's message."""
+    lines = [l for l in open("/proc/meminfo") if l.startswith(("MemTotal", "MemAvailable"))]
+    cgroups = open("/proc/self/cgroup").readlines()
+    v1 = [c for c in cgroups if ":memory:" in c or ",memory:" in c]
+    path = (v1 or [c for c in cgroups if c.startswith("0::")] or ["0::"])[0].strip().split(":", 2)[2]
+    lines += cgroups
+    while True:
+        d = ("/sys/fs/cgroup/memory" if v1 else "/sys/fs/cgroup") + (path if path != "/" else "")
+        for f in ("memory.max", "memory.current", "memory.limit_in_bytes", "memory.usage_in_bytes"):
+            if os.path.exists(f"{d}/{f}"):
+                lines.append(f"{d}/{f}: {open(f'{d}/{f}').read().strip()}\n")
+        if path in ("/", ""):
+            return "\nthis host:\n" + "".join(lines)
+        path = os.path.dirname(path)
+
+
 def device_used():
     return int(smi("--query-gpu=memory.used").splitlines()[0])
 
@@ -102,7 +120,7 @@ def test_the_preemptor_gets_the_gpu_and_the_job_ends_bit_for_bit():
     listed, used_running = used_by(job.p.pid), device_used()
     job.wait("paused at operator", timeout=600)
     moved = MOVED.search(job.text())
-    assert moved, job.text()
+    assert moved, job.text() + host_facts()
     held, used_paused = used_by(job.p.pid), device_used()
     pre = subprocess.run([sys.executable, "-c", PREEMPTOR], capture_output=True, text=True)
     assert pre.returncode == 0, pre.stderr
@@ -127,7 +145,7 @@ def test_checkpoint_and_restore_times(gb):
     job = Job(gb, pause_at=2)
     job.wait("paused at operator", timeout=900)
     moved = MOVED.search(job.text())
-    assert moved, job.text()
+    assert moved, job.text() + host_facts()
     start = time.monotonic()
     job.p.send_signal(signal.SIGUSR2)
     job.digest()
