@@ -97,17 +97,21 @@ class Runtime:
         self._rank0_writes_all = settings["mode"] == "async" and self._world_size > 1
         self.track(self.PYTHON_RNG, _PythonRNG())
 
-    def track(self, name, obj):
+    def track(self, name, obj, on_resume=None):
         """Saves `obj.state_dict()` in every checkpoint as NAME.pt (plain torch.save format) and
         restores it with `obj.load_state_dict()` on resume(). A module (DDP too), an optimizer, an
         LR scheduler, a GradScaler, a hydro.DataLoader or sampler, or an object of your own.
         A sharded model (FSDP2's fully_shard, any DTensor parameters) and its optimizer: each rank
         writes its own shards (sync_any, sync_all), and the job resumes them on any number of ranks
-        (hydro.reshard); an optimizer of sharded parameters needs its model tracked too."""
-        if not _has_state(obj):
+        (hydro.reshard); an optimizer of sharded parameters needs its model tracked too.
+        on_resume(path): called on resume() with the checkpoint's verified NAME.pt instead of
+        load_state_dict() (a framework that loads its own files; `obj` then needs state_dict() only)."""
+        if not (_has_state(obj) or (on_resume and callable(getattr(obj, "state_dict", None)))):
             raise TypeError(f"hydro: track({name!r}): a {type(obj).__name__} has no state_dict() and "
                             "load_state_dict(); wrap it in an object that has")
-        sharded = Sharded(name, obj, self._modules, self._rank, self._world_size) if is_sharded(obj) else None
+        sharded = None
+        if on_resume is None and is_sharded(obj):
+            sharded = Sharded(name, obj, self._modules, self._rank, self._world_size)
         if sharded is not None and self._rank0_writes_all:
             self._refuse_lost_shards(name)
 
@@ -123,7 +127,9 @@ class Runtime:
             torch.save(state_dict(), sink)
 
         def read(path):
-            if sharded is not None:
+            if on_resume is not None:
+                on_resume(path)
+            elif sharded is not None:
                 sharded.load(path)
             else:
                 obj.load_state_dict(_load(path))

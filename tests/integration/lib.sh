@@ -27,9 +27,12 @@ train=$build/examples/hydro-example-loop        # the few-lines loop: --steps, -
 # Gloo with several tasks), run by $python through hydro's Python binding.
 # HYDRO_TEST_PROGRAM=lightning: the same job as a PyTorch Lightning fit with hydro's callback
 # (examples/lightning_loop.py; Lightning's DDP over Gloo with several tasks).
+# HYDRO_TEST_PROGRAM=transformers: the same job as a Hugging Face Trainer run under
+# hydro.transformers.train (examples/hf_trainer.py; one task).
 case "${HYDRO_TEST_PROGRAM:-cpp}" in
   python) train=$top/examples/loop.py module=hydro ;;
   lightning) train=$top/examples/lightning_loop.py module=hydro.lightning ;;
+  transformers) train=$top/examples/hf_trainer.py module=hydro.transformers ;;
   *) module= ;;
 esac
 [ -z "$module" ] || "$python" -c "import $module" || fail "$python cannot import $module (run scripts/setup)"

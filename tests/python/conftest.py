@@ -3,6 +3,7 @@
 # fails the import, so the test fails; nothing here skips.
 import os
 import socket
+import subprocess
 import sys
 import time
 
@@ -32,6 +33,29 @@ def hydro_env(extra=None):
            if not k.startswith(("HYDRO_", "SLURM_")) and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     env.update(extra or {})
     return env
+
+
+def run_example(cmd, ckpt_dir, until=None, signals=()):
+    """Runs an example's command with HYDRO_CKPT_DIR=ckpt_dir; with `until`, sends the first of
+    `signals` once a 'step N' line with N >= until was printed, and each next one once hydro logged
+    the pause the one before asked for. Returns (exit status, output)."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         env=hydro_env({"HYDRO_CKPT_DIR": str(ckpt_dir)}))
+    out, pending = [], list(signals)
+    for line in p.stdout:
+        out.append(line)
+        due = until is not None and line.startswith("step ") and int(line.split()[1]) >= until
+        if pending and (due or (until is None and "paused at operator" in line)):
+            until = None
+            os.kill(p.pid, pending.pop(0))
+    return p.wait(timeout=300), "".join(out)
+
+
+def weights_digest(output):
+    """The one 'weights_digest=' an example printed at its end."""
+    lines = [l for l in output.splitlines() if l.startswith("weights_digest=")]
+    assert len(lines) == 1, output[-3000:]
+    return lines[0].split("=", 1)[1]
 
 
 @pytest.fixture

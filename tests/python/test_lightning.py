@@ -5,14 +5,13 @@
 # several epochs). Main tier only: Debian's torch 1.13.1 has no Lightning 2.6.
 import os
 import signal
-import subprocess
 
 import pytest
 import torch
 
 import hydro
 import hydro.lightning
-from conftest import HERE, hydro_env
+from conftest import HERE, run_example, weights_digest as digest
 
 EXAMPLE = os.path.join(HERE, "..", "..", "examples", "lightning_loop.py")
 # 2048 samples in batches of 64: 32 batches an epoch; 40 steps of 2 batches run into a third epoch.
@@ -20,26 +19,7 @@ ARGS = ["--steps", "40", "--samples", "2048", "--log-every", "1", "--hidden", "6
 
 
 def fit(python, ckpt_dir, *extra, step_ms=0, until=None, signals=()):
-    """Runs the example; with `until`, sends the first of `signals` once a 'step N' line with
-    N >= until was printed, and each next one once hydro logged the pause the one before asked for.
-    Returns (exit status, output)."""
-    cmd = [python, EXAMPLE, *ARGS, *extra, "--step-ms", str(step_ms)]
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                         env=hydro_env({"HYDRO_CKPT_DIR": str(ckpt_dir)}))
-    out, pending = [], list(signals)
-    for line in p.stdout:
-        out.append(line)
-        due = until is not None and line.startswith("step ") and int(line.split()[1]) >= until
-        if pending and (due or (until is None and "paused at operator" in line)):
-            until = None
-            os.kill(p.pid, pending.pop(0))
-    return p.wait(timeout=300), "".join(out)
-
-
-def digest(output):
-    lines = [l for l in output.splitlines() if l.startswith("weights_digest=")]
-    assert len(lines) == 1, output[-3000:]
-    return lines[0].split("=", 1)[1]
+    return run_example([python, EXAMPLE, *ARGS, *extra, "--step-ms", str(step_ms)], ckpt_dir, until, signals)
 
 
 # Two batches a step (gradient accumulation): a SIGTERM may land between the two batches of a step,

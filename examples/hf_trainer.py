@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""hf_trainer.py: examples/loop.py's job as a Hugging Face Trainer run, under hydro.
+
+A small GPT-2 (random weights, dropout on) learns a language of seeded token sequences, trained by
+transformers' Trainer for several epochs, with DataLoader workers. The lines marked "hydro" are all
+a Trainer user changes. Prints 'step N loss X' and finally 'weights_digest=<hex>'; checkpoints go
+to $HYDRO_CKPT_DIR. The same flags and output as loop.py, so the Slurm path tests run either (one
+process: hydro.transformers refuses several for now)."""
+import argparse
+import ctypes
+import hashlib
+import os
+import sys
+import time
+
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainerCallback, TrainingArguments
+
+import hydro.transformers  # hydro
+
+
+def parse():
+    p = argparse.ArgumentParser(prog="hf_trainer.py", description=__doc__.split("\n\n")[0])
+    p.add_argument("--steps", type=int, default=2000, help="optimizer steps (default 2000)")
+    p.add_argument("--batch", type=int, default=16, help="batch size (default 16)")
+    p.add_argument("--hidden", type=int, default=64, help="the model's width (default 64)")
+    p.add_argument("--lr", type=float, default=0.001, help="learning rate (default 0.001)")
+    p.add_argument("--seed", type=int, default=1234, help="seed for the weights and the data (default 1234)")
+    p.add_argument("--samples", type=int, default=1024, help="sequences in the dataset (default 1024)")
+    p.add_argument("--workers", type=int, default=2, help="DataLoader worker processes (default 2)")
+    p.add_argument("--accumulate", type=int, default=1,
+                   help="batches whose gradients add up to one optimizer step (default 1)")
+    p.add_argument("--step-ms", type=int, default=0, help="sleep this long after each step (the weights do not change)")
+    p.add_argument("--log-every", type=int, default=10, help="print the loss every N steps (default 10)")
+    p.add_argument("--pg-timeout", type=float, default=1800, help="unused: one process (loop.py's flags)")
+    p.add_argument("--no-hydro", action="store_true",
+                   help="the peer: the Trainer alone, as its users run it (its own checkpoints every "
+                        "--save-every steps in $HYDRO_CKPT_DIR, resumed with resume_from_checkpoint=True)")
+    p.add_argument("--save-every", type=int, default=100, help="with --no-hydro: the Trainer's save_steps (default 100)")
+    return p.parse_args()
+
+
+class Sequences(torch.utils.data.Dataset):
+    """Seeded token sequences of a toy language: each token follows from the one before."""
+
+    def __init__(self, n, seed, vocab=128, length=32):
+        g = torch.Generator().manual_seed(seed)
+        start = torch.randint(vocab, (n, 1), generator=g)
+        stride = torch.randint(1, 8, (n, 1), generator=g)
+        self.ids = (start + stride * torch.arange(length)) % vocab
+
+    def __len__(self):
+        return len(self.ids)
+
+    def __getitem__(self, i):
+        return {"input_ids": self.ids[i], "labels": self.ids[i]}
+
+
+class Report(TrainerCallback):
+    def __init__(self, a):
+        self.a = a
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if logs and "loss" in logs:
+            print(f"step {state.global_step} loss {logs['loss']:.6f}", flush=True)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.a.step_ms:
+            time.sleep(self.a.step_ms / 1000)
+
+
+def digest(model):
+    h = hashlib.sha256()
+    for v in model.state_dict().values():
+        v = v.detach().contiguous()
+        h.update(ctypes.string_at(v.data_ptr(), v.numel() * v.element_size()))
+    return h.hexdigest()[:16]
+
+
+def main():
+    a = parse()
+    torch.set_num_threads(1)
+    torch.manual_seed(a.seed)
+    config = GPT2Config(vocab_size=128, n_positions=32, n_embd=a.hidden, n_layer=2, n_head=4, bos_token_id=0,
+                        eos_token_id=0, loss_type="ForCausalLM")
+    model = GPT2LMHeadModel(config)
+    ckpt = os.environ.get("HYDRO_CKPT_DIR", os.getcwd())
+    args = TrainingArguments(
+        output_dir=ckpt, max_steps=a.steps, per_device_train_batch_size=a.batch, learning_rate=a.lr,
+        gradient_accumulation_steps=a.accumulate, seed=a.seed, dataloader_num_workers=a.workers,
+        dataloader_drop_last=True, logging_steps=a.log_every, report_to="none", disable_tqdm=True,
+        use_cpu=True, save_strategy="steps" if a.no_hydro else "no", save_steps=a.save_every)
+    trainer = Trainer(model=model, args=args, train_dataset=Sequences(a.samples, a.seed), callbacks=[Report(a)])
+    if a.no_hydro:
+        resume = any(p.startswith("checkpoint-") for p in os.listdir(ckpt)) if os.path.isdir(ckpt) else False
+        trainer.train(resume_from_checkpoint=resume or None)
+    else:
+        hydro.transformers.train(trainer)  # hydro: in place of trainer.train()
+    sys.stdout.write(f"weights_digest={digest(model)}\n")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

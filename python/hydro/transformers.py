@@ -1,0 +1,153 @@
+"""hydro for the Hugging Face Trainer: `hydro.transformers.train(trainer)` in place of `trainer.train()`.
+
+During training, the job gets what a hand-written loop gets from hydro.Runtime:
+- a pause at the next operator on every thread (`scontrol suspend`, `hydroctl pause`, the pause
+  signals), and a resume where it stopped;
+- on SIGTERM (`scontrol requeue`, preemption, hydro-launch's time limit): a checkpoint at the end of
+  the optimizer step, in hydro's atomic, durable, checksummed directory, then exit 75
+  (hydro.EXIT_REQUEUE), which hydro-launch requeues;
+- checkpoints every HYDRO_CKPT_EVERY steps, and the resume: the next `train(trainer)` continues from
+  hydro's newest valid checkpoint.
+
+What a checkpoint holds is what the Trainer's own holds, in its own formats: the weights
+(`pytorch_model.bin`), the optimizer, the scheduler, the gradient scaler (fp16), the generators
+(`rng_state.pth`) and the Trainer's state (`trainer_state.json`: the step, the logs, the stateful
+callbacks'). On resume, hydro verifies its newest checkpoint and hands the Trainer those files as
+`resume_from_checkpoint`, so that the Trainer's own resume runs: it loads them, skips the batches
+already trained (the seedable sampler: the same order) and puts the generators back where they
+were. The Trainer's own checkpoints (`save_strategy`) go on as configured; hydro needs none.
+
+A step is an optimizer step (`state.global_step`, the callback's `on_step_end`): with gradient
+accumulation, checkpoints fall on the steps, never between the batches of one. The checkpoint is
+taken before that step's logging and evaluation, which the resumed run does not repeat.
+One process (`world_size` 1) for now: several ranks are refused, naming the setting.
+"""
+import contextlib
+import copy
+import dataclasses
+import json
+import os
+import random
+import shutil
+import tempfile
+
+import numpy as np
+import torch
+from transformers import TrainerCallback
+from transformers.trainer import OPTIMIZER_NAME, SCALER_NAME, SCHEDULER_NAME, TRAINER_STATE_NAME
+from transformers.trainer_callback import ExportableState
+from transformers.utils import WEIGHTS_NAME
+
+from . import _C
+from .runtime import Runtime, _load
+
+__all__ = ["train", "Hydro"]
+
+# hydro's file (NAME.pt) for each part of the Trainer's state, and the file the Trainer's resume reads.
+_FILES = {"model": WEIGHTS_NAME, "optimizer": OPTIMIZER_NAME, "scheduler": SCHEDULER_NAME, "scaler": SCALER_NAME,
+          "rng_state": "rng_state.pth"}
+_STATE = "trainer_state"
+
+
+class _Part:
+    """One part of the Trainer's state, read when a checkpoint is taken: the optimizer and the
+    scheduler exist only once `train()` has made them."""
+
+    def __init__(self, state_dict):
+        self.state_dict = state_dict
+
+
+def _rng_state():
+    """The generators, as the Trainer's `_save_rng_state` writes them for one process."""
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "cpu": torch.random.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.random.get_rng_state()
+    return state
+
+
+def _trainer_state(trainer):
+    """The Trainer's state as its `_save_checkpoint` writes it: with the stateful callbacks' and
+    the control's state (on a copy: the Trainer's own is left as it is)."""
+    state = copy.deepcopy(trainer.state)
+    for cb in trainer.callback_handler.callbacks + [trainer.control]:
+        if isinstance(cb, ExportableState):
+            name = type(cb).__name__
+            if isinstance(state.stateful_callbacks.get(name), list):
+                state.stateful_callbacks[name].append(cb.state())
+            else:
+                state.stateful_callbacks[name] = cb.state()
+    return {"json": json.dumps(dataclasses.asdict(state), indent=2, sort_keys=True) + "\n"}  # save_to_json's
+
+
+def _scaler(trainer):
+    return getattr(getattr(trainer, "accelerator", None), "scaler", None)
+
+
+def _track(rt, trainer):
+    """Tracks each part of the Trainer's state; returns the files a resume finds, by part."""
+    parts = {"model": lambda: trainer.model.state_dict(),
+             "optimizer": lambda: trainer.optimizer.state_dict(),
+             "scheduler": lambda: trainer.lr_scheduler.state_dict(),
+             "rng_state": _rng_state,
+             _STATE: lambda: _trainer_state(trainer)}
+    if _scaler(trainer) is not None:
+        parts["scaler"] = lambda: _scaler(trainer).state_dict()
+    found = {}
+    for name, state_dict in parts.items():
+        rt.track(name, _Part(state_dict), on_resume=lambda path, name=name: found.__setitem__(name, path))
+    return found
+
+
+@contextlib.contextmanager
+def _resume_folder(found):
+    """The checkpoint hydro resumed from, laid out as the Trainer's `checkpoint-N` folder (links to
+    hydro's verified files, and the state as JSON) in a private temporary folder; None when there is
+    none."""
+    if not found:
+        yield None
+        return
+    folder = tempfile.mkdtemp(prefix="hydro-transformers-")
+    try:
+        for name, path in found.items():
+            if name == _STATE:
+                with open(os.path.join(folder, TRAINER_STATE_NAME), "w") as f:
+                    f.write(_load(path)["json"])
+            else:
+                os.symlink(path, os.path.join(folder, _FILES[name]))
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+class Hydro(TrainerCallback):
+    """The callback `train` adds: hydro's step end after each optimizer step."""
+
+    def __init__(self, runtime):
+        self._rt = runtime
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if not self._rt.step_end(state.global_step):
+            raise SystemExit(_C.EXIT_REQUEUE)  # checkpointed after SIGTERM: hydro-launch requeues
+
+
+def train(trainer, **kwargs):
+    """`trainer.train(**kwargs)` under hydro (see help(hydro.transformers)): resumes from hydro's
+    newest valid checkpoint, pauses at operators, checkpoints at step ends (on SIGTERM: then exits
+    75). Returns what `trainer.train` returns."""
+    if "resume_from_checkpoint" in kwargs:
+        raise TypeError("hydro.transformers.train: hydro resumes from its newest checkpoint in HYDRO_CKPT_DIR "
+                        "(or HYDRO_RESUME_FROM): leave out resume_from_checkpoint")
+    if trainer.args.world_size > 1:
+        raise NotImplementedError(f"hydro.transformers.train: one process for now, and this Trainer has "
+                                  f"world_size {trainer.args.world_size} (TrainingArguments): run it on one "
+                                  "process, or write the loop with hydro.Runtime")
+    with Runtime() as rt:
+        found = _track(rt, trainer)
+        rt.resume()
+        callback = Hydro(rt)
+        trainer.add_callback(callback)
+        try:
+            with _resume_folder(found) as folder:
+                return trainer.train(resume_from_checkpoint=folder, **kwargs)
+        finally:
+            trainer.remove_callback(callback)
