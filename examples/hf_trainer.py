@@ -3,9 +3,9 @@
 
 A small GPT-2 (random weights, dropout on) learns a language of seeded token sequences, trained by
 transformers' Trainer for several epochs, with DataLoader workers. The lines marked "hydro" are all
-a Trainer user changes. Prints 'step N loss X' and finally 'weights_digest=<hex>'; checkpoints go
-to $HYDRO_CKPT_DIR. The same flags and output as loop.py, so the Slurm path tests run either (one
-process: hydro.transformers refuses several for now)."""
+a Trainer user changes. Prints 'step N done' and finally 'weights_digest=<hex>' (the Trainer's own
+log lines have the loss); checkpoints go to $HYDRO_CKPT_DIR. The same flags as loop.py, so the
+Slurm path tests run either (one process: hydro.transformers refuses several for now)."""
 import argparse
 import ctypes
 import hashlib
@@ -57,16 +57,19 @@ class Sequences(torch.utils.data.Dataset):
 
 
 class Report(TrainerCallback):
+    """'step N done' at each optimizer step's end, before hydro's callback (added after this one)
+    may checkpoint there and exit: the Trainer's own loss line comes after the step's end."""
+
     def __init__(self, a):
         self.a = a
 
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        if logs and "loss" in logs:
-            print(f"step {state.global_step} loss {logs['loss']:.6f}", flush=True)
-
-    def on_step_end(self, args, state, control, **kwargs):
+    def on_step_begin(self, args, state, control, **kwargs):
         if self.a.step_ms:
             time.sleep(self.a.step_ms / 1000)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step % self.a.log_every == 0:
+            print(f"step {state.global_step} done", flush=True)
 
 
 def digest(model):

@@ -38,14 +38,14 @@ def hydro_env(extra=None):
 def run_example(cmd, ckpt_dir, until=None, signals=()):
     """Runs an example's command with HYDRO_CKPT_DIR=ckpt_dir; with `until`, sends the first of
     `signals` once a 'step N' line with N >= until was printed, and each next one once hydro logged
-    the pause the one before asked for. Returns (exit status, output)."""
+    the pause the one before asked for (at an operator or a step's end). Returns (exit status, output)."""
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                          env=hydro_env({"HYDRO_CKPT_DIR": str(ckpt_dir)}))
     out, pending = [], list(signals)
     for line in p.stdout:
         out.append(line)
         due = until is not None and line.startswith("step ") and int(line.split()[1]) >= until
-        if pending and (due or (until is None and "paused at operator" in line)):
+        if pending and (due or (until is None and "paused at " in line)):
             until = None
             os.kill(p.pid, pending.pop(0))
     return p.wait(timeout=300), "".join(out)

@@ -43,7 +43,7 @@ def test_sigterm_checkpoints_at_a_step_end_and_the_next_run_resumes_there_bit_fo
     rc, out = run(python, tmp_path)
     assert rc == 0, out[-3000:]
     assert f"resumed from {tmp_path}/{committed[-1]} at step {step}" in out
-    assert f"step {step + 1} loss" in out and f"step {step} loss" not in out, "the resumed run replayed a step"
+    assert f"step {step + 1} done" in out and f"step {step} done" not in out, "the resumed run replayed a step"
     assert digest(out) == reference
 
 
