@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <string>
 
 #include "hydro/signal_map.h"
@@ -202,8 +203,9 @@ struct Verb {
 // pause, resume, checkpoint: the map's signal to a job (JOBID) or to one process (--pid).
 void add_verb(CLI::App& app, Tools& tools, const Verb& verb, int& rc) {
   auto* cmd = app.add_subcommand(verb.name, verb.help);
-  auto* target = new std::string;
-  auto* pid = new int(0);
+  // The options' values live as long as the callback that reads them (CLI11 keeps it in `cmd`).
+  auto target = std::make_shared<std::string>();
+  auto pid = std::make_shared<int>(0);
   cmd->add_option("JOBID", *target, "Slurm job id: signals its batch shell, its children and its steps");
   cmd->add_option("--pid", *pid, "A process instead of a job");
   cmd->callback([=, &rc, &tools] {
@@ -227,7 +229,7 @@ void add_status(CLI::App& app, Tools& tools, int& rc) {
       app.add_subcommand("status",
                          "List a job's checkpoints: step, time, size, verified or corrupt, latest. DIR is a checkpoint "
                          "directory; JOBID finds it from the admin's checkpoint_dir template in --config");
-  auto* target = new std::string;
+  auto target = std::make_shared<std::string>();
   status->add_option("DIR|JOBID", *target, "A checkpoint directory (HYDRO_CKPT_DIR) or a job id")->required();
   status->callback([&rc, &tools, target] {
     std::string dir = *target;

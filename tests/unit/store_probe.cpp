@@ -33,7 +33,9 @@ int attack(const char* host, const char* port, const std::string& scope) {
   hints.ai_socktype = SOCK_STREAM;
   if (::getaddrinfo(host, port, &hints, &res) != 0) return 2;
   int fd = ::socket(res->ai_family, SOCK_STREAM, 0);
-  if (::connect(fd, res->ai_addr, res->ai_addrlen) != 0) return 2;
+  const int connected = ::connect(fd, res->ai_addr, res->ai_addrlen);
+  ::freeaddrinfo(res);
+  if (connected != 0) return 2;
   store::Deadline deadline(std::chrono::seconds(10));
   std::string hello, cred, reply;
   Status s = store::recv_frame(fd, store::kMaxHandshake, deadline, &hello);
