@@ -114,14 +114,16 @@ int child_exit(bool steps_after_stop) {
   pid_t pid = ::fork();
   if (pid == 0) {
     std::atomic<bool> fired{false};
-    HangWatch w(
-        200ms, [&](double, double) { fired = true; }, 10ms, [] { return false; });
-    w.progress();
-    const auto end = Clock::now() + 8s;
-    while (Clock::now() < end && !fired) {
-      if (steps_after_stop) w.progress();
-      std::this_thread::sleep_for(5ms);
-    }
+    {
+      HangWatch w(
+          200ms, [&](double, double) { fired = true; }, 10ms, [] { return false; });
+      w.progress();
+      const auto end = Clock::now() + 8s;
+      while (Clock::now() < end && !fired) {
+        if (steps_after_stop) w.progress();
+        std::this_thread::sleep_for(5ms);
+      }
+    }  // the watch's thread is joined before the exit (ThreadSanitizer: no thread left running)
     ::_exit(fired ? 1 : 0);
   }
   std::this_thread::sleep_for(50ms);
