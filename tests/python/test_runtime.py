@@ -135,6 +135,28 @@ def test_loading_into_a_different_model_names_the_file(env, tmp_path):
             rt.resume()
 
 
+def test_on_resume_hands_over_the_verified_file_and_loads_nothing(env, tmp_path):
+    # A framework that loads its own files (hydro.transformers): `obj` needs state_dict() only.
+    env.setenv("HYDRO_CKPT_DIR", str(tmp_path))
+
+    class SaveOnly:
+        def state_dict(self):
+            return {"w": torch.arange(3)}
+
+    with hydro.Runtime() as rt:
+        rt.track("parts", SaveOnly(), on_resume=lambda path: pytest.fail("called on a fresh start"))
+        assert rt.resume() == 0
+        rt.save(7)
+    handed = []
+    with hydro.Runtime() as rt:
+        rt.track("parts", SaveOnly(), on_resume=handed.append)
+        assert rt.resume() == 7
+    assert handed == [str(tmp_path / "step-000000000007" / "parts.pt")]
+    assert torch.equal(torch.load(handed[0])["w"], torch.arange(3))
+    with hydro.Runtime() as rt, pytest.raises(TypeError, match="has no state_dict"):
+        rt.track("none", object(), on_resume=handed.append)
+
+
 def test_bad_input_is_named(env, tmp_path):
     with hydro.Runtime() as rt:
         with pytest.raises(TypeError, match="track\\('x'\\): a int has no state_dict"):
