@@ -30,7 +30,7 @@ def parse():
     p.add_argument("--workers", type=int, default=2, help="DataLoader worker processes (default 2)")
     p.add_argument("--accumulate", type=int, default=1,
                    help="batches whose gradients add up to one optimizer step (default 1)")
-    p.add_argument("--step-ms", type=int, default=0, help="sleep this long after each step (the weights do not change)")
+    p.add_argument("--step-ms", type=int, default=0, help="sleep this long before each step (the weights do not change)")
     p.add_argument("--log-every", type=int, default=10, help="print the loss every N steps (default 10)")
     p.add_argument("--pg-timeout", type=float, default=1800, help="unused: one process (loop.py's flags)")
     p.add_argument("--no-hydro", action="store_true",

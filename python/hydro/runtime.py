@@ -1,5 +1,6 @@
 """hydro.Runtime: the C++ Runtime, tracking Python objects through their state_dict()."""
 import atexit
+import os
 import random
 import sys
 import weakref
@@ -128,6 +129,8 @@ class Runtime:
 
         def read(path):
             if on_resume is not None:
+                if not os.path.isfile(path):  # verify() checks the files the manifest lists only
+                    raise FileNotFoundError(f"hydro: checkpoint file {path} is missing ({name!r} is tracked)")
                 on_resume(path)
             elif sharded is not None:
                 sharded.load(path)

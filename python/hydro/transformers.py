@@ -19,7 +19,11 @@ were. The Trainer's own checkpoints (`save_strategy`) go on as configured; hydro
 
 A step is an optimizer step (`state.global_step`, the callback's `on_step_end`): with gradient
 accumulation, checkpoints fall on the steps, never between the batches of one. The checkpoint is
-taken before that step's logging and evaluation, which the resumed run does not repeat.
+taken before that step's logging, evaluation and save (at an epoch's last step, before the
+epoch's too), which the resumed run does not repeat: an evaluation there is lost to its metrics
+(best_metric, early stopping), and since an evaluation draws from torch's generator (its
+DataLoader's seed), a resume from such a step draws what an uninterrupted run would not. Bit-for-bit
+holds for checkpoints on steps without an evaluation.
 One process (`world_size` 1) for now: several ranks are refused, naming the setting.
 """
 import contextlib
@@ -36,6 +40,7 @@ import torch
 from transformers import TrainerCallback
 from transformers.trainer import OPTIMIZER_NAME, SCALER_NAME, SCHEDULER_NAME, TRAINER_STATE_NAME
 from transformers.trainer_callback import ExportableState
+from transformers.training_args import ParallelMode
 from transformers.utils import WEIGHTS_NAME
 
 from . import _C
@@ -57,11 +62,13 @@ class _Part:
         self.state_dict = state_dict
 
 
-def _rng_state():
-    """The generators, as the Trainer's `_save_rng_state` writes them for one process."""
+def _rng_state(trainer):
+    """The generators, as the Trainer's `_save_rng_state` writes them for one process (every
+    device's CUDA generator under a distributed launch, as it does)."""
     state = {"python": random.getstate(), "numpy": np.random.get_state(), "cpu": torch.random.get_rng_state()}
     if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.random.get_rng_state()
+        distributed = trainer.args.parallel_mode == ParallelMode.DISTRIBUTED
+        state["cuda"] = torch.cuda.random.get_rng_state_all() if distributed else torch.cuda.random.get_rng_state()
     return state
 
 
@@ -69,6 +76,7 @@ def _trainer_state(trainer):
     """The Trainer's state as its `_save_checkpoint` writes it: with the stateful callbacks' and
     the control's state (on a copy: the Trainer's own is left as it is)."""
     state = copy.deepcopy(trainer.state)
+    state.total_flos += getattr(trainer, "current_flos", 0)  # what its store_flos() adds first
     for cb in trainer.callback_handler.callbacks + [trainer.control]:
         if isinstance(cb, ExportableState):
             name = type(cb).__name__
@@ -88,7 +96,7 @@ def _track(rt, trainer):
     parts = {"model": lambda: trainer.model.state_dict(),
              "optimizer": lambda: trainer.optimizer.state_dict(),
              "scheduler": lambda: trainer.lr_scheduler.state_dict(),
-             "rng_state": _rng_state,
+             "rng_state": lambda: _rng_state(trainer),
              _STATE: lambda: _trainer_state(trainer)}
     if _scaler(trainer) is not None:
         parts["scaler"] = lambda: _scaler(trainer).state_dict()
@@ -142,6 +150,9 @@ def train(trainer, **kwargs):
                                   f"world_size {trainer.args.world_size} (TrainingArguments): run it on one "
                                   "process, or write the loop with hydro.Runtime")
     with Runtime() as rt:
+        if rt.settings["world_size"] > 1:  # Slurm's tasks (srun -n N) with a Trainer of one process each
+            raise NotImplementedError(f"hydro.transformers.train: one process for now, and this step has "
+                                      f"{rt.settings['world_size']} tasks (Slurm's): run it with one task")
         found = _track(rt, trainer)
         rt.resume()
         callback = Hydro(rt)

@@ -153,6 +153,9 @@ def test_on_resume_hands_over_the_verified_file_and_loads_nothing(env, tmp_path)
         assert rt.resume() == 7
     assert handed == [str(tmp_path / "step-000000000007" / "parts.pt")]
     assert torch.equal(torch.load(handed[0])["w"], torch.arange(3))
+    with hydro.Runtime() as rt, pytest.raises(RuntimeError, match="step-000000000007/absent.pt is missing"):
+        rt.track("absent", SaveOnly(), on_resume=handed.append)  # not in that checkpoint: never a silent skip
+        rt.resume()
     with hydro.Runtime() as rt, pytest.raises(TypeError, match="has no state_dict"):
         rt.track("none", object(), on_resume=handed.append)
 

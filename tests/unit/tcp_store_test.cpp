@@ -150,6 +150,8 @@ TEST_F(TcpStoreForkTest, AGetStoppedLongerThanItsTimeoutGoesOnAfterTheResume) {
   ASSERT_EQ(::pipe(go), 0);
   pid_t pid = ::fork();
   if (pid == 0) {
+    ::close(ready[0]);  // a parent that is gone gives EOF on `go`, not a wait for ever
+    ::close(go[1]);
     std::unique_ptr<TcpStoreServer> server;
     std::unique_ptr<RankStore> a, b;
     if (!TcpStoreServer::start(0, kScope, &server).ok() ||
