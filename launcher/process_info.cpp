@@ -1,6 +1,10 @@
 #include "process_info.h"
 
+#include <dirent.h>
+
 #include <cstdio>
+#include <cstdlib>
+#include <map>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -25,6 +29,7 @@ bool parse_proc_stat(const std::string& content, ProcStat* out) {
     s.state = f[0][0];
     s.ppid = static_cast<pid_t>(std::stol(f[1]));
     s.pgid = static_cast<pid_t>(std::stol(f[2]));
+    s.sid = static_cast<pid_t>(std::stol(f[3]));
     s.start_time = std::stoull(f[19]);
   } catch (...) {
     return false;
@@ -54,6 +59,28 @@ bool in_tree(pid_t pid, pid_t child) {
     s = read_proc_stat(s->ppid);
   }
   return false;
+}
+
+std::vector<pid_t> session_workers(pid_t child) {
+  std::multimap<pid_t, ProcStat> by_parent;
+  if (DIR* proc = ::opendir("/proc")) {
+    while (const dirent* e = ::readdir(proc)) {
+      char* end = nullptr;
+      const long pid = std::strtol(e->d_name, &end, 10);
+      if (pid <= 0 || *end) continue;
+      if (auto s = read_proc_stat(static_cast<pid_t>(pid))) by_parent.emplace(s->ppid, *s);
+    }
+    ::closedir(proc);
+  }
+  std::vector<pid_t> workers, todo{child};
+  for (size_t i = 0; i < todo.size() && i < 1 << 16; ++i) {
+    auto [from, to] = by_parent.equal_range(todo[i]);
+    for (auto it = from; it != to; ++it) {
+      todo.push_back(it->second.pid);
+      if (it->second.sid == it->second.pid && it->second.state != 'Z') workers.push_back(it->second.pid);
+    }
+  }
+  return workers;
 }
 
 }  // namespace hydro::launcher

@@ -23,89 +23,26 @@
 #include "hydro/signal_map.h"
 #include "generations.h"
 #include "preemption.h"
+#include "process_info.h"
 #include "program_spawn.h"
 #include "requeue.h"
 #include "runtime_pipe.h"
 #include "time_limit.h"
 #include "watchdog.h"
+#include "supervisor_loop.h"
+#include "worker_reports.h"
 
 namespace hydro::launcher {
 namespace {
-
-void say(const std::string& m) { log_line("hydro-launch", m); }
-
-// How long a checkpoint-and-exit request waits for the program's runtime to come up.
-constexpr int kReadyWaitSeconds = 60;
 
 // Signals forwarded to the training program, besides those of its signal map. Under
 // proctrack/cgroup Slurm signals only the direct children of slurmstepd, so the program never sees
 // these unless we pass them on.
 constexpr int kAlwaysForwarded[] = {SIGTSTP, SIGCONT, SIGTERM, SIGINT, SIGHUP, SIGQUIT};
 
-// One run of the program: hydro-launch's signals, the program's readiness, the watchdog and the
-// time limit, served by one poll loop until the program ends.
-class Supervisor {
- public:
-  explicit Supervisor(const Options& o) : o_(o), exit_signal_(o.signals.signal_for(Action::checkpoint_exit)) {
-    // A map with no checkpoint_exit: SIGTERM still ends the program.
-    if (!exit_signal_) exit_signal_ = SIGTERM;
-  }
-  ~Supervisor() { close_fds(); }
-  Supervisor(const Supervisor&) = delete;
-  Supervisor& operator=(const Supervisor&) = delete;
+}  // namespace
 
-  // Takes the signals, prepares the resume and the watchdog, starts the program. 0 when it runs,
-  // else hydro-launch's exit code.
-  int start();
-  // In-job restart: starts the program again after it ended, as generation `generation`, from the
-  // newest checkpoint. 0 when it runs, else hydro-launch's exit code.
-  int restart(int generation);
-  // The event loop: returns once the program has ended (or was killed after a loop error).
-  void run_until_exit();
-  // Removes the watchdog's FIFO (if hydro-launch made it) and closes the loop's descriptors.
-  void close_fds();
-
-  // The restart group's calls (generations.h): the loop kills the program when one comes.
-  void set_group(RestartGroup* group) { group_ = group; }
-  int wait_status() const { return status_; }
-  int64_t resumed_step() const { return resumed_step_; }
-  bool terminating() const { return terminating_; }
-  const std::string& hang() const { return hang_; }
-
- private:
-  using Steady = std::chrono::steady_clock;
-  int take_signals();
-  int open_watchdog();
-  int launch();  // the resume, the readiness pipe, the program
-  int poll_timeout_ms() const;
-  void on_runtime_pipe();
-  void on_ready_deadline();
-  bool on_signal();  // true once the program has ended
-  void ask_exit(const std::string& why);
-  void send_exit();
-  void settle_teardown_race();
-  void hold_watchdog_on(int sig);
-  void kill_program(const std::string& why);
-  void on_group_call();
-
-  const Options& o_;
-  int exit_signal_;  // the map's checkpoint-and-exit signal
-  sigset_t old_mask_{};
-  int sfd_ = -1;      // signalfd of every signal hydro-launch handles
-  RuntimePipe pipe_;  // what the program's runtime says: up, closed
-  pid_t child_ = -1;
-  bool awaiting_ready_ = true;         // false once the program is ready, or can no longer say so
-  bool exit_held_ = false;             // a checkpoint-and-exit waits for the program to be ready
-  bool exit_sent_ = false;             // this run of the program was asked to checkpoint and exit
-  Steady::time_point ready_deadline_;  // a program without hydro's runtime is not waited for longer
-  std::unique_ptr<Watchdog> watchdog_;
-  std::unique_ptr<TimeLimitWatch> time_limit_;
-  RestartGroup* group_ = nullptr;
-  bool terminating_ = false;   // Slurm sent SIGTERM
-  std::string hang_;           // set when the watchdog killed a worker: the program's end is a hang
-  int status_ = 0;             // the program's wait status
-  int64_t resumed_step_ = -1;  // the checkpoint the program was started from; -1: none
-};
+void say(const std::string& m) { log_line("hydro-launch", m); }
 
 int Supervisor::take_signals() {
   sigset_t handled;
@@ -140,6 +77,8 @@ int Supervisor::open_watchdog() {
 int Supervisor::start() {
   if (int rc = take_signals()) return rc;
   if (int rc = open_watchdog()) return rc;
+  if (std::string error; !reports_.open(&error))
+    say("warning: " + error + "; a program's workers without the readiness pipe (torchrun's) cannot report");
   if (int rc = launch()) return rc;
   if (o_.time_limit_margin > 0) {
     const char* job = std::getenv("SLURM_JOB_ID");
@@ -154,6 +93,7 @@ int Supervisor::start() {
 
 int Supervisor::restart(int generation) {
   pipe_.close();
+  reports_.reset();
   awaiting_ready_ = true;
   exit_held_ = exit_sent_ = false;
   hang_.clear();
@@ -200,18 +140,19 @@ int Supervisor::poll_timeout_ms() const {
 
 void Supervisor::run_until_exit() {
   for (;;) {
-    struct pollfd fds[4] = {{sfd_, POLLIN, 0},
+    struct pollfd fds[5] = {{sfd_, POLLIN, 0},
                             {watchdog_ ? watchdog_->fd() : -1, POLLIN, 0},
                             {pipe_.fd(), POLLIN, 0},
-                            {group_ ? group_->fd() : -1, POLLIN, 0}};
-    int r = ::poll(fds, 4, poll_timeout_ms());
+                            {group_ ? group_->fd() : -1, POLLIN, 0},
+                            {reports_.fd(), POLLIN, 0}};
+    int r = ::poll(fds, 5, poll_timeout_ms());
     if (r < 0 && errno != EINTR) return kill_program(std::string("poll: ") + std::strerror(errno));
     if (watchdog_) {
       if (r > 0 && (fds[1].revents & POLLIN)) watchdog_->read_requests();
       for (const auto& killed : watchdog_->check(Watchdog::Clock::now()))
         if (hang_.empty()) hang_ = killed;
     }
-    if (r > 0 && (fds[2].revents & (POLLIN | POLLHUP | POLLERR))) on_runtime_pipe();
+    if (r > 0 && ((fds[2].revents & (POLLIN | POLLHUP | POLLERR)) || (fds[4].revents & POLLIN))) on_runtime_pipe();
     if (exit_held_ && Steady::now() >= ready_deadline_) on_ready_deadline();
     if (time_limit_ && time_limit_->check(std::time(nullptr)))
       ask_exit("time limit: --time-limit-margin " + std::to_string(o_.time_limit_margin) + " s before the job's end");
@@ -225,38 +166,7 @@ void Supervisor::run_until_exit() {
 void Supervisor::on_group_call() {
   say("the next generation was called (" + group_->read_call() + "): killing this task's program (pid " +
       std::to_string(child_) + ") to start it again with every task's");
-  ::kill(-child_, SIGKILL);
-}
-
-// What the runtime said. Up releases a held checkpoint-and-exit; a closed runtime, or a pipe that
-// ended with none, answers it without one.
-void Supervisor::on_runtime_pipe() {
-  const RuntimePipe::State before = pipe_.state();
-  pipe_.read_available();
-  const RuntimePipe::State now = pipe_.state();
-  if (now == before) return;
-  if (now == RuntimePipe::State::closed)
-    say("the program's hydro runtime closed (its training is over): no checkpoint-and-exit is asked of it from now on");
-  if (!awaiting_ready_ || now == RuntimePipe::State::starting) return;
-  awaiting_ready_ = false;
-  if (!exit_held_) return;
-  exit_held_ = false;
-  if (now == RuntimePipe::State::up) {
-    say("the program's hydro runtime is up: asking it to checkpoint and exit (" + signal_name(exit_signal_) +
-        "), then requeueing the job");
-    send_exit();
-  } else if (now == RuntimePipe::State::no_runtime) {
-    say("the program closed its readiness pipe without a hydro runtime: asking it to exit (SIGTERM)");
-    ::kill(child_, SIGTERM);
-  }
-}
-
-void Supervisor::on_ready_deadline() {
-  say("the program did not say its hydro runtime is up within " + std::to_string(kReadyWaitSeconds) +
-      " s of its start: asking it to checkpoint and exit (" + signal_name(exit_signal_) + ") anyway");
-  send_exit();
-  exit_held_ = false;
-  awaiting_ready_ = false;
+  kill_tree();
 }
 
 bool Supervisor::on_signal() {
@@ -271,6 +181,7 @@ bool Supervisor::on_signal() {
   if (sig == SIGCHLD) {
     if (::waitpid(child_, &status_, WNOHANG) != child_) return false;
     settle_teardown_race();
+    settle_workers_exit();
     return true;
   }
   if (o_.requeue_signal && sig == o_.requeue_signal) {
@@ -279,9 +190,27 @@ bool Supervisor::on_signal() {
   }
   if (sig == SIGTERM) terminating_ = true;
   hold_watchdog_on(sig);
-  say("forwarding " + signal_name(sig) + " to pid " + std::to_string(child_));
-  ::kill(child_, sig);
+  signal_program(sig);
   return false;
+}
+
+// A signal for the program: to its process, and to its launcher's workers (session_workers) if it
+// has any. SIGTERM and the checkpoint-and-exit go to those workers alone: their launcher would
+// answer them by killing the workers before their checkpoint is written (torchrun, 30 s later).
+// Its own stop signals (SIGINT, SIGHUP, SIGQUIT) go to it alone: it stops its workers.
+void Supervisor::signal_program(int sig) {
+  const std::vector<pid_t> workers = session_workers(child_);
+  const bool exit = sig == SIGTERM || sig == exit_signal_, stop = sig == SIGINT || sig == SIGHUP || sig == SIGQUIT;
+  std::string whom;
+  if (workers.empty() || !exit) {
+    ::kill(child_, sig);
+    whom = "pid " + std::to_string(child_);
+  }
+  for (pid_t w : stop ? std::vector<pid_t>{} : workers) {
+    ::kill(w, sig);
+    whom += (whom.empty() ? "its worker pid " : ", worker ") + std::to_string(w);
+  }
+  say("forwarding " + signal_name(sig) + " to " + whom);
 }
 
 // A pause (SIGTSTP, the map's pause signal) holds the watchdog's timers; a resume (SIGCONT, the
@@ -294,46 +223,17 @@ void Supervisor::hold_watchdog_on(int sig) {
   if (sig == SIGCONT || (mapped && a == Action::resume)) watchdog_->release(Watchdog::Clock::now());
 }
 
-// Asks the program to checkpoint and exit, or holds that until its runtime is up. Not once the
-// runtime has closed: its training is over, and the signal would only cut its teardown short.
-void Supervisor::ask_exit(const std::string& why) {
-  on_runtime_pipe();  // what the program said last, read now: it may have closed its runtime just now
-  if (pipe_.state() == RuntimePipe::State::closed) {
-    say(why + ": the program's hydro runtime has closed (its training is over): no checkpoint to ask for");
-    return;
-  }
-  if (awaiting_ready_) {
-    if (!exit_held_)
-      say(why + ": the program's hydro runtime is not up yet; asking it to checkpoint and exit once it is");
-    exit_held_ = true;
-    return;
-  }
-  say(why + ": asking the program to checkpoint and exit (" + signal_name(exit_signal_) + "), then requeueing the job");
-  send_exit();
-}
-
-void Supervisor::send_exit() {
-  exit_sent_ = true;
-  ::kill(child_, exit_signal_);
-}
-
-// A checkpoint-and-exit read the runtime as up just before it closed, and reached the program once
-// its handlers were gone: it killed a program whose training was over, in its teardown. What that
-// had left to do (a last save, say) is lost, so the job runs again from its newest checkpoint, as
-// for a program that checkpointed and asked for it.
-void Supervisor::settle_teardown_race() {
-  pipe_.read_available();
-  if (!exit_sent_ || pipe_.state() != RuntimePipe::State::closed || !WIFSIGNALED(status_) ||
-      WTERMSIG(status_) != exit_signal_)
-    return;
-  say("the checkpoint-and-exit reached the program just as its hydro runtime closed, and killed it in its teardown: "
-      "counting that as a request to run again, from its newest checkpoint");
-  status_ = W_EXITCODE(kExitRequeue, 0);
+// SIGKILL to the program's process group and to its workers' (taken first: once the program is
+// gone, they are no longer its descendants).
+void Supervisor::kill_tree() {
+  const std::vector<pid_t> workers = session_workers(child_);
+  ::kill(-child_, SIGKILL);
+  for (pid_t w : workers) ::kill(-w, SIGKILL);
 }
 
 void Supervisor::kill_program(const std::string& why) {
   say("error: " + why + "; killing the program");
-  ::kill(-child_, SIGKILL);
+  kill_tree();
   while (::waitpid(child_, &status_, 0) < 0 && errno == EINTR) {
   }
 }
@@ -345,12 +245,10 @@ void Supervisor::close_fds() {
   sfd_ = -1;
 }
 
-}  // namespace
-
 // Runs the program until it ends, and again in this allocation while --restarts allows (generation
 // 1, 2, ...), with every task of the step when it has several. 0 once it has ended for good, else
 // hydro-launch's exit code.
-int run_generations(const Options& o, Supervisor& supervisor) {
+static int run_generations(const Options& o, Supervisor& supervisor) {
   const StepTasks tasks = open_step_tasks(o);
   supervisor.set_group(tasks.group.get());
   if (int rc = supervisor.start()) return rc;

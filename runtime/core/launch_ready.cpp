@@ -2,11 +2,14 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstdlib>
 #include <mutex>
 #include <string>
@@ -47,6 +50,7 @@ bool write_byte(int fd, char byte) {
 struct TakenPipe {
   std::mutex mu;
   int fd = -1;
+  std::string socket;  // the report socket's name, when the pipe did not reach this process
   pid_t owner = -1;
 };
 
@@ -55,8 +59,17 @@ TakenPipe& taken() {
   return p;
 }
 
+// The report socket's name from its variable (unset then); empty when none, or not a name.
+std::string take_socket_from_env() {
+  const char* v = std::getenv(kLaunchSocketEnv);
+  std::string name = v ? v : "";
+  ::unsetenv(kLaunchSocketEnv);
+  if (name.size() >= sizeof(sockaddr_un::sun_path)) return "";
+  return name;
+}
+
 // The write end named by the variables, once they are checked; -1 if none. Unsets them.
-int take_from_env() {
+int take_pipe_from_env() {
   unsigned long long fd = 0, ino = 0;
   const bool have_fd = parse_number(std::getenv(kLaunchReadyEnv), &fd);
   const bool have_ino = parse_number(std::getenv(kLaunchReadyInoEnv), &ino);
@@ -74,9 +87,27 @@ int take_from_env() {
   return d;
 }
 
-// Under p.mu: writes `byte` to the process's own pipe; closes it once the reader is gone.
+// One datagram to the abstract socket `name`, never blocking; the kernel adds who sent it.
+void send_report(const std::string& name, const std::string& message) {
+  int s = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  name.copy(addr.sun_path + 1, name.size());  // sun_path[0] = 0: the abstract namespace
+  const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  ::sendto(s, message.data(), message.size(), MSG_DONTWAIT | MSG_NOSIGNAL, reinterpret_cast<sockaddr*>(&addr), len);
+  ::close(s);
+}
+
+// Under p.mu: writes `byte` to the process's own pipe (closed once the reader is gone), or sends
+// it on the report socket, with this worker's LOCAL_WORLD_SIZE after kRuntimeUp.
 void tell(TakenPipe& p, char byte) {
-  if (p.fd < 0 || p.owner != ::getpid()) return;
+  if (p.owner != ::getpid()) return;
+  if (p.fd < 0) {
+    const char* local = std::getenv("LOCAL_WORLD_SIZE");
+    if (!p.socket.empty()) send_report(p.socket, std::string(1, byte) + (byte == kRuntimeUp && local ? local : ""));
+    return;
+  }
   if (write_byte(p.fd, byte)) return;
   ::close(p.fd);
   p.fd = -1;
@@ -87,9 +118,13 @@ void tell(TakenPipe& p, char byte) {
 void tell_launcher_ready() {
   TakenPipe& p = taken();
   std::lock_guard<std::mutex> lock(p.mu);
-  if (int d = take_from_env(); d >= 0) {
-    if (p.fd >= 0 && p.owner == ::getpid()) ::close(p.fd);  // a new launcher's pipe replaces the old
+  // A new launcher's pipe, or its socket where the pipe did not reach this process, replaces what
+  // the process took before.
+  std::string socket = take_socket_from_env();
+  if (int d = take_pipe_from_env(); d >= 0 || !socket.empty()) {
+    if (p.fd >= 0 && p.owner == ::getpid()) ::close(p.fd);
     p.fd = d;
+    p.socket = d >= 0 ? "" : socket;
     p.owner = ::getpid();
   }
   tell(p, kRuntimeUp);
@@ -99,6 +134,12 @@ void tell_launcher_closed() {
   TakenPipe& p = taken();
   std::lock_guard<std::mutex> lock(p.mu);
   tell(p, kRuntimeClosed);
+}
+
+void tell_launcher_exiting() {
+  TakenPipe& p = taken();
+  std::lock_guard<std::mutex> lock(p.mu);
+  if (p.fd < 0) tell(p, kRuntimeExiting);
 }
 
 }  // namespace hydro

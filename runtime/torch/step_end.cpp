@@ -10,6 +10,7 @@
 
 #include "hydro/checkpoint_group.h"
 #include "hydro/exit_codes.h"
+#include "hydro/launch_ready.h"
 #include "hydro/hang_watch.h"
 #include "hydro/log.h"
 #include "hydro/pause_gate.h"
@@ -60,6 +61,7 @@ bool Runtime::step_end(int64_t step) {
   decide_checkpoint(step, &plan);
   if (plan.exit) {
     exit_checkpoint(step);
+    tell_launcher_exiting();  // for a launcher in between (torchrun) that ends with its own status
     for (int signo : {SIGTERM, settings_.signals.signal_for(Action::checkpoint_exit)})
       SignalBridge::ignore_from_now_on(signo);
     return false;

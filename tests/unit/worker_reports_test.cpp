@@ -1,0 +1,127 @@
+// hydro-launch's report socket (launcher/worker_reports.h) with the runtime's side of it
+// (hydro/launch_ready.h): what a worker says when its launcher closed the readiness pipe (torchrun),
+// who is heard, and which processes are a program's workers (process_info.h).
+#include "worker_reports.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <vector>
+
+#include "hydro/launch_ready.h"
+#include "process_info.h"
+
+namespace hydro::launcher {
+namespace {
+
+using State = RuntimePipe::State;
+
+// Runs `say` in a forked child, as a worker whose launcher closed the pipe (the variables name a
+// descriptor it does not have) and passed the socket; returns the child's pid once it has ended.
+template <class Say>
+pid_t worker(const char* local_world_size, Say say) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setenv(kLaunchReadyEnv, "999", 1);
+    ::setenv(kLaunchReadyInoEnv, "1", 1);
+    ::setenv("LOCAL_WORLD_SIZE", local_world_size, 1);
+    say();
+    ::_exit(0);
+  }
+  int status = 0;
+  EXPECT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_EQ(status, 0);
+  return pid;
+}
+
+TEST(WorkerReports, AWorkerWithoutThePipeSaysUpExitingAndClosedOnTheSocket) {
+  WorkerReports reports;
+  std::string error;
+  ASSERT_TRUE(reports.open(&error)) << error;
+  ASSERT_NE(std::getenv(kLaunchSocketEnv), nullptr);
+  std::vector<pid_t> program;
+  auto ours = [&program](pid_t p) { return std::count(program.begin(), program.end(), p) > 0; };
+  program.push_back(worker("2", [] {
+    tell_launcher_ready();
+    tell_launcher_exiting();
+    tell_launcher_closed();
+  }));
+  EXPECT_EQ(reports.read_available(ours), "");
+  EXPECT_EQ(reports.state(), State::starting);  // 1 of its LOCAL_WORLD_SIZE 2
+  EXPECT_EQ(reports.exiting(), 1);
+  program.push_back(worker("2", [] { tell_launcher_ready(); }));
+  reports.read_available(ours);
+  EXPECT_EQ(reports.state(), State::up);
+  EXPECT_EQ(reports.up(), 2);
+  program.push_back(worker("2", [] {}));  // no runtime: says nothing
+  reports.take(program[1], std::string(1, kRuntimeClosed));
+  EXPECT_EQ(reports.state(), State::closed);
+  reports.reset();
+  EXPECT_EQ(reports.state(), State::starting);
+  EXPECT_EQ(reports.exiting(), 0);
+  ::unsetenv(kLaunchSocketEnv);
+}
+
+// Another user on the node can send to the socket (an abstract name has no permissions), and a
+// process outside the program can too: neither is heard.
+TEST(WorkerReports, NeverHearsAnotherUserNorAProcessOutsideTheProgram) {
+  ASSERT_EQ(::geteuid(), 0u) << "this test needs root, to send as a second uid";
+  WorkerReports reports;
+  std::string error;
+  ASSERT_TRUE(reports.open(&error)) << error;
+  const pid_t stranger = worker("1", [] {
+    if (::setuid(65534) != 0) ::_exit(3);
+    tell_launcher_ready();
+  });
+  const pid_t outsider = worker("1", [] { tell_launcher_ready(); });
+  const std::string dropped = reports.read_available([stranger](pid_t p) { return p == stranger; });
+  EXPECT_NE(dropped.find("uid"), std::string::npos) << dropped;
+  EXPECT_NE(dropped.find(std::to_string(outsider)), std::string::npos) << dropped;
+  EXPECT_EQ(reports.up(), 0);
+  EXPECT_EQ(reports.state(), State::starting);
+  ::unsetenv(kLaunchSocketEnv);
+}
+
+// A launcher's workers lead sessions of their own (torchrun's start_new_session); the program's
+// other descendants (a DataLoader's workers) do not, and are not among them.
+TEST(SessionWorkers, AreTheDescendantsThatLeadASessionOfTheirOwn) {
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t program = ::fork();
+  if (program == 0) {
+    ::setpgid(0, 0);
+    for (bool own_session : {true, false}) {
+      if (::fork() == 0) {
+        if (own_session) ::setsid();
+        char c = own_session ? 's' : 'p';
+        if (::write(ready[1], &c, 1) != 1) ::_exit(1);
+        ::pause();
+        ::_exit(0);
+      }
+    }
+    ::pause();
+    ::_exit(0);
+  }
+  char got[2];
+  ASSERT_EQ(::read(ready[0], got, 1), 1);
+  ASSERT_EQ(::read(ready[0], got + 1, 1), 1);
+  const std::vector<pid_t> workers = session_workers(program);
+  ASSERT_EQ(workers.size(), 1u);
+  const auto leader = read_proc_stat(workers[0]);
+  ASSERT_TRUE(leader);
+  EXPECT_EQ(leader->ppid, program);
+  EXPECT_EQ(leader->sid, workers[0]);
+  EXPECT_TRUE(session_workers(workers[0]).empty());
+  ::kill(-workers[0], SIGKILL);
+  ::kill(-program, SIGKILL);
+  ::waitpid(program, nullptr, 0);
+  ::close(ready[0]);
+  ::close(ready[1]);
+}
+
+}  // namespace
+}  // namespace hydro::launcher
