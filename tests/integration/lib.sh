@@ -29,10 +29,13 @@ train=$build/examples/hydro-example-loop        # the few-lines loop: --steps, -
 # (examples/lightning_loop.py; Lightning's DDP over Gloo with several tasks).
 # HYDRO_TEST_PROGRAM=transformers: the same job as a Hugging Face Trainer run under
 # hydro.transformers.train (examples/hf_trainer.py; one task).
+# HYDRO_TEST_PROGRAM=torchrun: the Python example as torchrun runs it, 2 workers per task
+# (torchrun_loop.sh; one task).
 case "${HYDRO_TEST_PROGRAM:-cpp}" in
   python) train=$top/examples/loop.py module=hydro ;;
   lightning) train=$top/examples/lightning_loop.py module=hydro.lightning ;;
   transformers) train=$top/examples/hf_trainer.py module=hydro.transformers ;;
+  torchrun) train=$top/tests/integration/torchrun_loop.sh module=hydro ;;
   *) module= ;;
 esac
 [ -z "$module" ] || "$python" -c "import $module" || fail "$python cannot import $module (run scripts/setup)"
