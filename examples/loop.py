@@ -10,6 +10,7 @@ import argparse
 import contextlib
 import ctypes
 import datetime
+import functools
 import hashlib
 import os
 import sys
@@ -90,8 +91,10 @@ def main():
         torch.distributed.init_process_group(
             "gloo", init_method=f"tcp://{env['master_addr']}:{env['master_port']}", rank=env["rank"],
             world_size=env["world_size"], timeout=datetime.timedelta(seconds=a.pg_timeout))
-    model = (shard(net, env["world_size"]) if a.fsdp else torch.nn.parallel.DistributedDataParallel(net)) if ranks \
-        else net  # ranks
+    # find_unused_parameters: DDP keeps its first order of gradient buckets, which a resumed run
+    # starts with too; bit-for-bit on 3 ranks or more needs it (hydro.Runtime.track warns).
+    ddp = functools.partial(torch.nn.parallel.DistributedDataParallel, find_unused_parameters=True)  # ranks
+    model = (shard(net, env["world_size"]) if a.fsdp else ddp(net)) if ranks else net  # ranks
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
 
     rt = hydro.Runtime()                                                      # hydro

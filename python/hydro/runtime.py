@@ -110,6 +110,7 @@ class Runtime:
         if not (_has_state(obj) or (on_resume and callable(getattr(obj, "state_dict", None)))):
             raise TypeError(f"hydro: track({name!r}): a {type(obj).__name__} has no state_dict() and "
                             "load_state_dict(); wrap it in an object that has")
+        self._warn_ddp_bucket_order(name, obj)
         sharded = None
         if on_resume is None and is_sharded(obj):
             sharded = Sharded(name, obj, self._modules, self._rank, self._world_size)
@@ -219,6 +220,17 @@ class Runtime:
     def settings(self):
         """The settings read from the environment, as a dict."""
         return self._c.settings
+
+    def _warn_ddp_bucket_order(self, name, obj):
+        """DDP orders its gradient buckets anew after its first iteration (by when each gradient was
+        ready), unless find_unused_parameters is on. A resumed run's first iteration has the first
+        order, and with 3 ranks or more the sum over ranks then adds in another order: not the bits
+        of a run never interrupted. Two ranks add the same either way."""
+        ddp = torch.nn.parallel.DistributedDataParallel
+        if isinstance(obj, ddp) and self._world_size > 2 and not obj.find_unused_parameters:
+            _C.log_line("hydro", f"warning: track({name!r}): with {self._world_size} ranks, a DistributedDataParallel "
+                        "built without find_unused_parameters=True resumes close to, but not bit-for-bit with, a "
+                        "run never interrupted (DDP reorders its gradient buckets after its first iteration)")
 
     @property
     def tracked(self):
