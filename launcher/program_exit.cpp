@@ -44,9 +44,16 @@ RuntimePipe::State Supervisor::runtime_state() const {
   return workers == RuntimePipe::State::starting ? pipe : workers;
 }
 
+// A worker that comes up while the program is paused (a pause that came before torchrun had
+// started it) takes that pause now: the signal reached only the processes there were.
 void Supervisor::read_reports() {
   const std::string dropped = reports_.read_available([this](pid_t p) { return in_tree(p, child_); });
   if (!dropped.empty()) say(dropped);
+  for (pid_t worker : reports_.take_new_up()) {
+    if (!held_pause_) continue;
+    say("worker pid " + std::to_string(worker) + " came up during a pause: sending it " + signal_name(held_pause_));
+    ::kill(worker, held_pause_);
+  }
 }
 
 void Supervisor::on_ready_deadline() {

@@ -213,14 +213,18 @@ void Supervisor::signal_program(int sig) {
   say("forwarding " + signal_name(sig) + " to " + whom);
 }
 
-// A pause (SIGTSTP, the map's pause signal) holds the watchdog's timers; a resume (SIGCONT, the
-// map's resume signal) lets them run again, later by the time paused.
+// A pause (SIGTSTP, the map's pause signal) holds the watchdog's timers, and is held for the
+// workers that come up before a resume (read_reports); a resume (SIGCONT, the map's resume signal)
+// lets the timers run again, later by the time paused.
 void Supervisor::hold_watchdog_on(int sig) {
-  if (!watchdog_) return;
   Action a = Action::pause;
   const bool mapped = o_.signals.lookup(sig, &a);
-  if (sig == SIGTSTP || (mapped && a == Action::pause)) watchdog_->hold(Watchdog::Clock::now());
-  if (sig == SIGCONT || (mapped && a == Action::resume)) watchdog_->release(Watchdog::Clock::now());
+  const bool pause = sig == SIGTSTP || (mapped && a == Action::pause);
+  const bool resume = sig == SIGCONT || (mapped && a == Action::resume);
+  if (pause) held_pause_ = sig;
+  if (resume) held_pause_ = 0;
+  if (watchdog_ && pause) watchdog_->hold(Watchdog::Clock::now());
+  if (watchdog_ && resume) watchdog_->release(Watchdog::Clock::now());
 }
 
 // SIGKILL to the program's process group and to its workers' (taken first: once the program is

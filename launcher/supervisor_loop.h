@@ -90,6 +90,7 @@ class Supervisor {
   std::unique_ptr<Watchdog> watchdog_;
   std::unique_ptr<TimeLimitWatch> time_limit_;
   RestartGroup* group_ = nullptr;
+  int held_pause_ = 0;         // the last pause forwarded, until a resume: sent to each worker up later
   bool terminating_ = false;   // Slurm sent SIGTERM
   std::string hang_;           // set when the watchdog killed a worker: the program's end is a hang
   int status_ = 0;             // the program's wait status

@@ -60,6 +60,7 @@ bool WorkerReports::open(std::string* error) {
 
 void WorkerReports::reset() {
   workers_.clear();
+  new_up_.clear();
   expected_ = 1;
 }
 
@@ -94,6 +95,7 @@ void WorkerReports::take(pid_t pid, const std::string& message) {
   if (message.empty()) return;
   Worker& w = workers_[pid];
   if (message[0] == kRuntimeUp) {
+    if (!w.up) new_up_.push_back(pid);
     w.up = true;
     w.closed = false;
     const int local = std::atoi(message.c_str() + 1);
@@ -117,6 +119,12 @@ int WorkerReports::exiting() const {
   int n = 0;
   for (const auto& [pid, w] : workers_) n += w.exiting;
   return n;
+}
+
+std::vector<pid_t> WorkerReports::take_new_up() {
+  std::vector<pid_t> up;
+  up.swap(new_up_);
+  return up;
 }
 
 int WorkerReports::up() const {

@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "runtime_pipe.h"
 
@@ -37,6 +38,8 @@ class WorkerReports {
   // Workers that said they checkpointed to exit for a requeue.
   int exiting() const;
   int up() const;
+  // The workers that said up since the last call (and not before).
+  std::vector<pid_t> take_new_up();
 
   // One datagram from `pid` (public for the tests): its byte, then digits after kRuntimeUp.
   void take(pid_t pid, const std::string& message);
@@ -48,6 +51,7 @@ class WorkerReports {
   int fd_ = -1;
   int expected_ = 1;  // the largest LOCAL_WORLD_SIZE a worker gave
   std::map<pid_t, Worker> workers_;
+  std::vector<pid_t> new_up_;
 };
 
 }  // namespace hydro::launcher

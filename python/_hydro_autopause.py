@@ -8,7 +8,19 @@ import importlib.util
 import sys
 
 
+def _launches_workers():
+    """torchrun's agent (or torch.distributed.launch's): it trains nothing, and its workers inherit
+    from it the pause signals that hydro-launch holds blocked until a runtime takes them. A handler
+    here would unblock them, and a pause that came before a worker had imported torch would end
+    it."""
+    main = (getattr(sys, "argv", None) or [""])[0]
+    return main.rsplit("/", 1)[-1] == "torchrun" or main.endswith(("torch/distributed/run.py",
+                                                                   "torch/distributed/launch.py"))
+
+
 def _start():
+    if _launches_workers():
+        return
     try:
         from hydro import _C, _pause
         _pause.install()

@@ -53,6 +53,8 @@ TEST(WorkerReports, AWorkerWithoutThePipeSaysUpExitingAndClosedOnTheSocket) {
   EXPECT_EQ(reports.read_available(ours), "");
   EXPECT_EQ(reports.state(), State::starting);  // 1 of its LOCAL_WORLD_SIZE 2
   EXPECT_EQ(reports.exiting(), 1);
+  EXPECT_EQ(reports.take_new_up(), std::vector<pid_t>{program[0]});  // once: a pause held is sent it
+  EXPECT_TRUE(reports.take_new_up().empty());
   program.push_back(worker("2", [] { tell_launcher_ready(); }));
   reports.read_available(ours);
   EXPECT_EQ(reports.state(), State::up);
