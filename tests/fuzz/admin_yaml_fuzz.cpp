@@ -10,6 +10,7 @@
 #include <string>
 
 #include "admin_config.h"
+#include "admin_settings_check.h"
 #include "fuzz_check.h"
 
 namespace {
@@ -34,16 +35,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(st.message().rfind(path, 0) == 0);
     return 0;
   }
-  for (const SettingSpec& spec : job_setting_specs()) {
-    const auto value = settings.get(spec.key);
-    if (!value) continue;
-    JobSettings again;
-    FUZZ_CHECK(parse_job_setting(spec, *value, "again", true, &again).ok());
-    FUZZ_CHECK(again.get(spec.key) == value);
-    if (std::string(spec.key) != "checkpoint_dir") continue;
-    std::string dir;
-    FUZZ_CHECK(expand_template(*value, "user", 1000, 42, &dir).ok());
-    FUZZ_CHECK(!dir.empty() && dir[0] == '/' && dir.find("42") != std::string::npos);
-  }
+  check_admin_settings(settings);
   return 0;
 }

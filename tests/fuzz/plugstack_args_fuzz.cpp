@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "admin_config.h"
+#include "admin_settings_check.h"
 #include "fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -30,16 +31,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(st.message().rfind(where, 0) == 0);
     return 0;
   }
-  for (const SettingSpec& spec : job_setting_specs()) {
-    const auto value = config.defaults.get(spec.key);
-    if (!value) continue;
-    JobSettings again;
-    FUZZ_CHECK(parse_job_setting(spec, *value, "again", true, &again).ok());
-    FUZZ_CHECK(again.get(spec.key) == value);
-    if (std::string(spec.key) != "checkpoint_dir") continue;
-    std::string dir;
-    FUZZ_CHECK(expand_template(*value, "user", 1000, 42, &dir).ok());
-    FUZZ_CHECK(dir[0] == '/' && dir.find("42") != std::string::npos && dir.find("/../") == std::string::npos);
-  }
+  check_admin_settings(config.defaults);
   return 0;
 }
