@@ -103,8 +103,9 @@ std::vector<pid_t> session_workers(pid_t child) {
   for (size_t i = 0; i < todo.size() && i < 1 << 16; ++i) {
     auto [from, to] = by_parent.equal_range(todo[i]);
     for (auto it = from; it != to; ++it) {
-      todo.push_back(it->second.pid);
-      if (it->second.sid == it->second.pid && it->second.state != 'Z') workers.push_back(it->second.pid);
+      const bool leader = it->second.sid == it->second.pid;
+      if (!leader) todo.push_back(it->second.pid);  // a worker's own descendants are its own
+      if (leader && it->second.state != 'Z') workers.push_back(it->second.pid);
     }
   }
   return workers;

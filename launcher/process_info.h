@@ -31,7 +31,8 @@ std::optional<ProcStat> read_proc_stat(pid_t pid);
 bool in_tree(pid_t pid, pid_t child);
 
 // The workers of a launcher inside the program: the descendants of `child` that lead a session of
-// their own, as torchrun starts each of its workers (start_new_session). The program's signals do
+// their own, as torchrun starts each of its workers (start_new_session), and not below one (a
+// worker's own helpers are its own). The program's signals do
 // not reach them through its process group, nor through its launcher, which forwards none of
 // SIGUSR1 and SIGUSR2, and answers SIGTERM by killing them 30 s later.
 std::vector<pid_t> session_workers(pid_t child);

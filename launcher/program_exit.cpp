@@ -68,7 +68,7 @@ void Supervisor::on_ready_deadline() {
 // runtime has closed: its training is over, and the signal would only cut its teardown short.
 void Supervisor::ask_exit(const std::string& why) {
   on_runtime_pipe();  // what the program said last, read now: it may have closed its runtime just now
-  if (pipe_.state() == RuntimePipe::State::closed) {
+  if (runtime_state() == RuntimePipe::State::closed) {
     say(why + ": the program's hydro runtime has closed (its training is over): no checkpoint to ask for");
     return;
   }
@@ -102,12 +102,23 @@ void Supervisor::settle_teardown_race() {
 }
 
 // A launcher inside the program ends with its own status when its workers exit for a requeue
-// (torchrun: 1, its ChildFailedError): a worker's report that it checkpointed to exit decides.
+// (torchrun: 1, its ChildFailedError). Once hydro-launch or Slurm asked for the exit, a worker's
+// report that it checkpointed to exit decides; so does a checkpoint-and-exit that reached the
+// workers just as their runtimes closed (it killed them in their teardown, as
+// settle_teardown_race says for a program of its own).
 void Supervisor::settle_workers_exit() {
   read_reports();
-  if (!reports_.exiting() || (WIFEXITED(status_) && WEXITSTATUS(status_) == kExitRequeue)) return;
-  say(std::to_string(reports_.exiting()) + " of the program's " + std::to_string(reports_.up()) +
-      " workers checkpointed to exit for a requeue: counting its end (" +
+  const bool ended_well = WIFEXITED(status_) && (WEXITSTATUS(status_) == 0 || WEXITSTATUS(status_) == kExitRequeue);
+  if (!(exit_sent_ || terminating_) || ended_well || reports_.up() == 0) return;
+  std::string why;
+  if (reports_.exiting())
+    why = std::to_string(reports_.exiting()) + " of the program's " + std::to_string(reports_.up()) +
+          " workers checkpointed to exit for a requeue";
+  else if (exit_sent_ && reports_.state() == RuntimePipe::State::closed)
+    why = "the checkpoint-and-exit reached the workers just as their hydro runtimes closed";
+  else
+    return;
+  say(why + ": counting the program's end (" +
       (WIFEXITED(status_) ? "status " + std::to_string(WEXITSTATUS(status_)) : signal_name(WTERMSIG(status_))) +
       ") as status " + std::to_string(kExitRequeue));
   status_ = W_EXITCODE(kExitRequeue, 0);

@@ -195,22 +195,25 @@ bool Supervisor::on_signal() {
 }
 
 // A signal for the program: to its process, and to its launcher's workers (session_workers) if it
-// has any. SIGTERM and the checkpoint-and-exit go to those workers alone: their launcher would
-// answer them by killing the workers before their checkpoint is written (torchrun, 30 s later).
-// Its own stop signals (SIGINT, SIGHUP, SIGQUIT) go to it alone: it stops its workers.
-// A program whose own runtime said up or closed on the pipe is the training process itself: its
-// descendants are not looked for (the walk over /proc costs about 10 us per process on the node).
+// has any. SIGTERM and the checkpoint-and-exit go to the workers that reported up on the socket
+// alone: their launcher would answer them by killing the workers before their checkpoint is
+// written (torchrun, 30 s later); a process that never reported (a helper in a session of its
+// own) never takes one. The launcher's own stop signals (SIGINT, SIGHUP, SIGQUIT) go to it alone:
+// it stops its workers. A program whose own runtime said up or closed on the pipe is the training
+// process itself: no workers are looked for (the walk costs about 10 us per process on the node).
 void Supervisor::signal_program(int sig) {
   const RuntimePipe::State own = pipe_.state();
   const bool trains = own == RuntimePipe::State::up || own == RuntimePipe::State::closed;
-  const std::vector<pid_t> workers = trains ? std::vector<pid_t>{} : session_workers(child_);
   const bool exit = sig == SIGTERM || sig == exit_signal_, stop = sig == SIGINT || sig == SIGHUP || sig == SIGQUIT;
+  std::vector<pid_t> workers;
+  if (exit && !trains) workers = reports_.open_workers();
+  if (!exit && !stop && !trains) workers = session_workers(child_);
   std::string whom;
-  if (workers.empty() || !exit) {
+  if (!exit || workers.empty()) {
     ::kill(child_, sig);
     whom = "pid " + std::to_string(child_);
   }
-  for (pid_t w : stop ? std::vector<pid_t>{} : workers) {
+  for (pid_t w : workers) {
     ::kill(w, sig);
     whom += (whom.empty() ? "its worker pid " : ", worker ") + std::to_string(w);
   }

@@ -1,13 +1,11 @@
 #include "worker_reports.h"
 
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstddef>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -16,45 +14,44 @@
 namespace hydro::launcher {
 namespace {
 
-// hydro-launch.PID.RANDOM: unguessable, so no other process can bind it first.
-std::string socket_name() {
-  unsigned char bytes[8] = {};
-  if (::getrandom(bytes, sizeof bytes, 0) != static_cast<ssize_t>(sizeof bytes)) return "";
-  std::string name = "hydro-launch." + std::to_string(::getpid()) + ".";
-  char hex[3];
-  for (unsigned char b : bytes) {
-    std::snprintf(hex, sizeof hex, "%02x", b);
-    name += hex;
+// A private directory (0700, mkdtemp) for the socket, under $TMPDIR where its path fits a Unix
+// socket's name, else /tmp: only the job's user may send to it.
+std::string private_dir(std::string* error) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string base = tmp && *tmp == '/' ? tmp : "/tmp";
+  if (base.size() > 60) base = "/tmp";
+  std::string tmpl = base + "/hydro-launch.XXXXXX";
+  if (!::mkdtemp(tmpl.data())) {
+    *error = "the workers' report socket: mkdtemp in " + base + ": " + std::strerror(errno);
+    return "";
   }
-  return name;
+  return tmpl;
 }
 
 }  // namespace
 
 WorkerReports::~WorkerReports() {
   if (fd_ >= 0) ::close(fd_);
+  if (dir_.empty()) return;
+  ::unlink((dir_ + "/" + kSocketName).c_str());
+  ::rmdir(dir_.c_str());
 }
 
 bool WorkerReports::open(std::string* error) {
-  const std::string name = socket_name();
-  fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (name.empty() || fd_ < 0) {
-    *error = std::string("the workers' report socket: ") + std::strerror(errno);
-    return false;
-  }
-  const int on = 1;
+  dir_ = private_dir(error);
+  if (dir_.empty()) return false;
+  const std::string path = dir_ + "/" + kSocketName;
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
-  name.copy(addr.sun_path + 1, name.size());  // sun_path[0] = 0: the abstract namespace
-  const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
-  if (::setsockopt(fd_, SOL_SOCKET, SO_PASSCRED, &on, sizeof on) != 0 ||
-      ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), len) != 0) {
-    *error = "the workers' report socket @" + name + ": " + std::strerror(errno);
-    ::close(fd_);
-    fd_ = -1;
+  path.copy(addr.sun_path, sizeof addr.sun_path - 1);
+  const int on = 1;
+  fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd_ < 0 || ::setsockopt(fd_, SOL_SOCKET, SO_PASSCRED, &on, sizeof on) != 0 ||
+      ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    *error = "the workers' report socket " + path + ": " + std::strerror(errno);
     return false;
   }
-  ::setenv(kLaunchSocketEnv, name.c_str(), 1);
+  ::setenv(kLaunchSocketEnv, path.c_str(), 1);
   return true;
 }
 
@@ -66,7 +63,7 @@ void WorkerReports::reset() {
 
 std::string WorkerReports::read_available(const std::function<bool(pid_t)>& ours) {
   std::string dropped;
-  for (;;) {
+  for (int taken = 0; taken < kMaxPerRead; ++taken) {
     char buf[32];
     alignas(cmsghdr) char control[CMSG_SPACE(sizeof(ucred))];
     iovec iov{buf, sizeof buf};
@@ -77,18 +74,21 @@ std::string WorkerReports::read_available(const std::function<bool(pid_t)>& ours
     msg.msg_controllen = sizeof control;
     ssize_t n = fd_ < 0 ? -1 : ::recvmsg(fd_, &msg, MSG_DONTWAIT);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return dropped;  // EAGAIN: nothing more now
+    if (n < 0) break;  // EAGAIN: nothing more now
     const cmsghdr* c = CMSG_FIRSTHDR(&msg);
     if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_CREDENTIALS) continue;
     ucred who;
     std::memcpy(&who, CMSG_DATA(c), sizeof who);
-    if (who.uid != ::getuid() || !ours(who.pid)) {
+    // A worker already heard from passes even once it has exited, and is out of the tree: its
+    // last report (that it checkpointed to exit) may be read after torchrun has reaped it.
+    if (who.uid != ::getuid() || (!workers_.count(who.pid) && !ours(who.pid))) {
       dropped = "a report from pid " + std::to_string(who.pid) + " (uid " + std::to_string(who.uid) +
                 "), not a process of the program: dropped";
       continue;
     }
     take(who.pid, std::string(buf, static_cast<size_t>(n)));
   }
+  return dropped;
 }
 
 void WorkerReports::take(pid_t pid, const std::string& message) {
@@ -97,7 +97,7 @@ void WorkerReports::take(pid_t pid, const std::string& message) {
   if (message[0] == kRuntimeUp) {
     if (!w.up) new_up_.push_back(pid);
     w.up = true;
-    w.closed = false;
+    w.closed = w.exiting = false;
     const int local = std::atoi(message.c_str() + 1);
     if (local > expected_ && local <= 1 << 16) expected_ = local;
   }
@@ -119,6 +119,13 @@ int WorkerReports::exiting() const {
   int n = 0;
   for (const auto& [pid, w] : workers_) n += w.exiting;
   return n;
+}
+
+std::vector<pid_t> WorkerReports::open_workers() const {
+  std::vector<pid_t> open;
+  for (const auto& [pid, w] : workers_)
+    if (w.up && !w.closed) open.push_back(pid);
+  return open;
 }
 
 std::vector<pid_t> WorkerReports::take_new_up() {

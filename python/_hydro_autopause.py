@@ -13,6 +13,16 @@ def _launches_workers():
     from it the pause signals that hydro-launch holds blocked until a runtime takes them. A handler
     here would unblock them, and a pause that came before a worker had imported torch would end
     it."""
+    launchers = ("torch.distributed.run", "torch.distributed.launch")
+    # python -m torch.distributed.run: runpy imports torch while sys.argv[0] is still "-m". The
+    # interpreter's own options only: they end at the script, -c or -m.
+    argv = list(getattr(sys, "orig_argv", None) or [])[1:]
+    while argv and argv[0].startswith("-") and argv[0] != "-c":
+        opt = argv.pop(0)
+        if opt.startswith("-m"):
+            return (opt[2:] or (argv[0] if argv else "")) in launchers
+        if opt in ("-W", "-X") and argv:
+            argv.pop(0)
     main = (getattr(sys, "argv", None) or [""])[0]
     return main.rsplit("/", 1)[-1] == "torchrun" or main.endswith(("torch/distributed/run.py",
                                                                    "torch/distributed/launch.py"))

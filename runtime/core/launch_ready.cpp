@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -87,15 +88,20 @@ int take_pipe_from_env() {
   return d;
 }
 
-// One datagram to the abstract socket `name`, never blocking; the kernel adds who sent it.
-void send_report(const std::string& name, const std::string& message) {
+// One datagram to the report socket at `path`, waiting at most a second for room in its queue
+// (a burst of many workers' reports); the kernel adds who sent it.
+void send_report(const std::string& path, const std::string& message) {
   int s = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (s < 0) return;
+  const struct timeval second = {1, 0};
+  ::setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &second, sizeof second);
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
-  name.copy(addr.sun_path + 1, name.size());  // sun_path[0] = 0: the abstract namespace
-  const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
-  ::sendto(s, message.data(), message.size(), MSG_DONTWAIT | MSG_NOSIGNAL, reinterpret_cast<sockaddr*>(&addr), len);
+  path.copy(addr.sun_path, sizeof addr.sun_path - 1);
+  ssize_t n;
+  do {
+    n = ::sendto(s, message.data(), message.size(), MSG_NOSIGNAL, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  } while (n < 0 && errno == EINTR);
   ::close(s);
 }
 

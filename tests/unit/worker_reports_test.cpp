@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -68,23 +69,64 @@ TEST(WorkerReports, AWorkerWithoutThePipeSaysUpExitingAndClosedOnTheSocket) {
   ::unsetenv(kLaunchSocketEnv);
 }
 
-// Another user on the node can send to the socket (an abstract name has no permissions), and a
-// process outside the program can too: neither is heard.
+// Another user on the node cannot send at all (the socket's directory is the job user's, 0700),
+// and a process of the same user outside the program is not heard. The directory goes with the
+// WorkerReports.
 TEST(WorkerReports, NeverHearsAnotherUserNorAProcessOutsideTheProgram) {
   ASSERT_EQ(::geteuid(), 0u) << "this test needs root, to send as a second uid";
+  std::string dir;
+  {
+    WorkerReports reports;
+    std::string error;
+    ASSERT_TRUE(reports.open(&error)) << error;
+    const std::string path = std::getenv(kLaunchSocketEnv);
+    dir = path.substr(0, path.rfind('/'));
+    struct stat st;
+    ASSERT_EQ(::stat(dir.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0700u);
+    const pid_t stranger = worker("1", [] {
+      if (::setuid(65534) != 0) ::_exit(3);
+      tell_launcher_ready();
+    });
+    const pid_t outsider = worker("1", [] { tell_launcher_ready(); });
+    const std::string dropped = reports.read_available([stranger](pid_t p) { return p == stranger; });
+    EXPECT_NE(dropped.find(std::to_string(outsider)), std::string::npos) << dropped;
+    EXPECT_EQ(reports.up(), 0);
+    EXPECT_EQ(reports.state(), State::starting);
+    ::unsetenv(kLaunchSocketEnv);
+  }
+  EXPECT_NE(::access(dir.c_str(), F_OK), 0);
+}
+
+// torchrun reaps a worker that said it checkpointed to exit before hydro-launch reads that: the
+// worker is out of the tree by then, and is still heard, having reported before.
+TEST(WorkerReports, AWorkerHeardBeforeIsHeardOnceItHasExited) {
   WorkerReports reports;
   std::string error;
   ASSERT_TRUE(reports.open(&error)) << error;
-  const pid_t stranger = worker("1", [] {
-    if (::setuid(65534) != 0) ::_exit(3);
+  int go[2];
+  ASSERT_EQ(::pipe(go), 0);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setenv(kLaunchReadyEnv, "999", 1);
+    ::setenv(kLaunchReadyInoEnv, "1", 1);
     tell_launcher_ready();
-  });
-  const pid_t outsider = worker("1", [] { tell_launcher_ready(); });
-  const std::string dropped = reports.read_available([stranger](pid_t p) { return p == stranger; });
-  EXPECT_NE(dropped.find("uid"), std::string::npos) << dropped;
-  EXPECT_NE(dropped.find(std::to_string(outsider)), std::string::npos) << dropped;
-  EXPECT_EQ(reports.up(), 0);
-  EXPECT_EQ(reports.state(), State::starting);
+    char c;
+    if (::read(go[0], &c, 1) != 1) ::_exit(1);
+    tell_launcher_exiting();
+    ::_exit(0);
+  }
+  for (int i = 0; i < 1000 && reports.up() == 0; ++i) {
+    reports.read_available([pid](pid_t p) { return p == pid; });
+    ::usleep(1000);
+  }
+  ASSERT_EQ(reports.up(), 1);
+  ASSERT_EQ(::write(go[1], "x", 1), 1);
+  ASSERT_EQ(::waitpid(pid, nullptr, 0), pid);
+  EXPECT_EQ(reports.read_available([](pid_t) { return false; }), "");
+  EXPECT_EQ(reports.exiting(), 1);
+  ::close(go[0]);
+  ::close(go[1]);
   ::unsetenv(kLaunchSocketEnv);
 }
 

@@ -22,7 +22,8 @@ inline constexpr const char* kLaunchReadyEnv = "HYDRO_LAUNCH_READY_FD";
 // descriptors, as torchrun or Python's subprocess do) and be reused by another file.
 inline constexpr const char* kLaunchReadyInoEnv = "HYDRO_LAUNCH_READY_INO";
 
-// An abstract Unix socket's name (no leading NUL): the pipe's route for a worker that lost it.
+// A Unix datagram socket's path, in hydro-launch's private directory: the pipe's route for a
+// worker that lost it.
 inline constexpr const char* kLaunchSocketEnv = "HYDRO_LAUNCH_SOCKET";
 
 inline constexpr char kRuntimeUp = 'r';
