@@ -1,6 +1,10 @@
 #include "worker_reports.h"
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -14,13 +18,41 @@
 namespace hydro::launcher {
 namespace {
 
-// A private directory (0700, mkdtemp) for the socket, under $TMPDIR where its path fits a Unix
-// socket's name, else /tmp: only the job's user may send to it.
+constexpr const char* kDirPrefix = "hydro-launch.";
+constexpr const char* kSocketName = "reports";
+
+// The directories of hydro-launches of this user that are gone (SIGKILLed: a job killed while
+// suspended), by the pid in their name: their socket, then themselves. Another user's, a link, or
+// a live pid's are left alone (nothing is followed: fstatat and unlinkat on `base`).
+void sweep_stale(const std::string& base) {
+  DIR* d = ::opendir(base.c_str());
+  if (!d) return;
+  const int fd = ::dirfd(d);
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.rfind(kDirPrefix, 0) != 0) continue;
+    const long pid = std::atol(name.c_str() + std::strlen(kDirPrefix));
+    struct stat st;
+    if (pid <= 0 || ::fstatat(fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) ||
+        st.st_uid != ::getuid() || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH)
+      continue;
+    const int sub = ::openat(fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (sub < 0) continue;
+    ::unlinkat(sub, kSocketName, 0);
+    ::close(sub);
+    ::unlinkat(fd, name.c_str(), AT_REMOVEDIR);
+  }
+  ::closedir(d);
+}
+
+// A private directory (0700, mkdtemp) for the socket, hydro-launch.PID.XXXXXX under $TMPDIR where
+// its path fits a Unix socket's name, else /tmp: only the job's user may send to it.
 std::string private_dir(std::string* error) {
   const char* tmp = std::getenv("TMPDIR");
   std::string base = tmp && *tmp == '/' ? tmp : "/tmp";
   if (base.size() > 60) base = "/tmp";
-  std::string tmpl = base + "/hydro-launch.XXXXXX";
+  sweep_stale(base);
+  std::string tmpl = base + "/" + kDirPrefix + std::to_string(::getpid()) + ".XXXXXX";
   if (!::mkdtemp(tmpl.data())) {
     *error = "the workers' report socket: mkdtemp in " + base + ": " + std::strerror(errno);
     return "";

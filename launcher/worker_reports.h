@@ -25,7 +25,8 @@ class WorkerReports {
   WorkerReports& operator=(const WorkerReports&) = delete;
 
   // Makes the directory, binds the socket and names it in the environment, for the program to
-  // inherit. The destructor removes both.
+  // inherit. The destructor removes both; a directory of a hydro-launch that was killed is removed
+  // by the next one of its user on the node.
   bool open(std::string* error);
   int fd() const { return fd_; }
   // A new run of the program: what its workers said is forgotten.
@@ -52,7 +53,6 @@ class WorkerReports {
   struct Worker {
     bool up = false, closed = false, exiting = false;
   };
-  static constexpr const char* kSocketName = "reports";
   static constexpr int kMaxPerRead = 256;
   std::string dir_;
   int fd_ = -1;

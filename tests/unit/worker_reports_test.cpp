@@ -3,6 +3,7 @@
 // who is heard, and which processes are a program's workers (process_info.h).
 #include "worker_reports.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -96,6 +97,32 @@ TEST(WorkerReports, NeverHearsAnotherUserNorAProcessOutsideTheProgram) {
     ::unsetenv(kLaunchSocketEnv);
   }
   EXPECT_NE(::access(dir.c_str(), F_OK), 0);
+}
+
+// A hydro-launch killed with SIGKILL (a job killed while suspended) leaves its directory: the next
+// one of the same user on the node removes it, by the dead pid in its name, and leaves a live
+// one's.
+TEST(WorkerReports, ADirectoryLeftByAKilledLauncherIsRemovedByTheNext) {
+  const pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  ASSERT_EQ(::waitpid(dead, nullptr, 0), dead);
+  const std::string stale = "/tmp/hydro-launch." + std::to_string(dead) + ".test01";
+  const std::string live = "/tmp/hydro-launch." + std::to_string(::getpid()) + ".test02";
+  for (const std::string& d : {stale, live}) {
+    ASSERT_EQ(::mkdir(d.c_str(), 0700), 0) << d;
+    ASSERT_EQ(::close(::open((d + "/reports").c_str(), O_CREAT | O_WRONLY, 0600)), 0);
+  }
+  ::setenv("TMPDIR", "/tmp", 1);
+  {
+    WorkerReports reports;
+    std::string error;
+    ASSERT_TRUE(reports.open(&error)) << error;
+    ::unsetenv(kLaunchSocketEnv);
+  }
+  EXPECT_NE(::access(stale.c_str(), F_OK), 0);
+  EXPECT_EQ(::access(live.c_str(), F_OK), 0);
+  ::unlink((live + "/reports").c_str());
+  ::rmdir(live.c_str());
 }
 
 // torchrun reaps a worker that said it checkpointed to exit before hydro-launch reads that: the
