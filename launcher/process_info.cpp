@@ -4,50 +4,66 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cctype>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <map>
-#include <fstream>
-#include <sstream>
 #include <vector>
 
 namespace hydro::launcher {
+
+namespace {
+
+// The number at the start of [p, end) (after blanks), as std::stoll reads one; false without one.
+bool leading_number(const char* p, const char* end, long long* out) {
+  std::string token(p, end);
+  char* stop = nullptr;
+  errno = 0;
+  *out = std::strtoll(token.c_str(), &stop, 10);
+  return stop != token.c_str() && errno == 0;
+}
+
+}  // namespace
 
 bool parse_proc_stat(const std::string& content, ProcStat* out) {
   size_t open = content.find('(');
   size_t close = content.rfind(')');
   if (open == std::string::npos || close == std::string::npos || close < open) return false;
-  ProcStat s;
-  try {
-    s.pid = static_cast<pid_t>(std::stol(content.substr(0, open)));
-  } catch (...) {
-    return false;
+  long long pid = 0;
+  if (!leading_number(content.data(), content.data() + open, &pid)) return false;
+  // The fields after the command's ')', as [start, end) of each; f[0] is field 3.
+  std::pair<const char*, const char*> f[20];
+  size_t n = 0;
+  for (const char *p = content.data() + close + 1, *end = content.data() + content.size(); n < 20;) {
+    while (p < end && std::isspace(static_cast<unsigned char>(*p))) ++p;
+    if (p == end) break;
+    const char* start = p;
+    while (p < end && !std::isspace(static_cast<unsigned char>(*p))) ++p;
+    f[n++] = {start, p};
   }
-  std::istringstream rest(content.substr(close + 1));
-  std::vector<std::string> f;  // f[0] is field 3
-  for (std::string tok; rest >> tok && f.size() < 20;) f.push_back(tok);
-  if (f.size() < 20 || f[0].size() != 1) return false;
-  try {
-    s.state = f[0][0];
-    s.ppid = static_cast<pid_t>(std::stol(f[1]));
-    s.pgid = static_cast<pid_t>(std::stol(f[2]));
-    s.sid = static_cast<pid_t>(std::stol(f[3]));
-    s.start_time = std::stoull(f[19]);
-  } catch (...) {
+  if (n < 20 || f[0].second - f[0].first != 1) return false;
+  long long ppid = 0, pgid = 0, sid = 0, start_time = 0;
+  if (!leading_number(f[1].first, f[1].second, &ppid) || !leading_number(f[2].first, f[2].second, &pgid) ||
+      !leading_number(f[3].first, f[3].second, &sid) || !leading_number(f[19].first, f[19].second, &start_time))
     return false;
-  }
-  *out = s;
+  *out = {static_cast<pid_t>(pid),  *f[0].first,
+          static_cast<pid_t>(ppid), static_cast<pid_t>(pgid),
+          static_cast<pid_t>(sid),  static_cast<uint64_t>(start_time)};
   return true;
 }
 
+// One read(2) into a buffer: session_workers reads every process's on the node at each signal
+// forwarded, where a stream costs several times more.
 std::optional<ProcStat> read_proc_stat(pid_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  if (!f) return std::nullopt;
-  std::stringstream ss;
-  ss << f.rdbuf();
+  char path[32], buf[1024];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  const ssize_t n = ::read(fd, buf, sizeof buf);
+  ::close(fd);
   ProcStat s;
-  if (!parse_proc_stat(ss.str(), &s)) return std::nullopt;
+  if (n <= 0 || !parse_proc_stat(std::string(buf, static_cast<size_t>(n)), &s)) return std::nullopt;
   return s;
 }
 
@@ -64,38 +80,12 @@ bool in_tree(pid_t pid, pid_t child) {
   return false;
 }
 
-namespace {
-
-// The fields session_workers needs from /proc/PID/stat, read with one read(2) into a buffer: it
-// runs for each process on the node at each signal forwarded, where streams cost several times more.
-bool read_stat_fast(const char* pid, ProcStat* out) {
-  char path[300], buf[512];
-  std::snprintf(path, sizeof path, "/proc/%s/stat", pid);
-  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
-  ::close(fd);
-  if (n <= 0) return false;
-  buf[n] = '\0';
-  const char* close = std::strrchr(buf, ')');
-  if (!close || close[1] != ' ' || !close[2]) return false;
-  out->pid = static_cast<pid_t>(std::atol(buf));
-  out->state = close[2];
-  char* end = nullptr;
-  out->ppid = static_cast<pid_t>(std::strtol(close + 3, &end, 10));
-  out->pgid = static_cast<pid_t>(std::strtol(end, &end, 10));
-  out->sid = static_cast<pid_t>(std::strtol(end, &end, 10));
-  return true;
-}
-
-}  // namespace
-
 std::vector<pid_t> session_workers(pid_t child) {
   std::multimap<pid_t, ProcStat> by_parent;
   if (DIR* proc = ::opendir("/proc")) {
     while (const dirent* e = ::readdir(proc)) {
-      ProcStat s;
-      if (e->d_name[0] >= '1' && e->d_name[0] <= '9' && read_stat_fast(e->d_name, &s)) by_parent.emplace(s.ppid, s);
+      const long pid = e->d_name[0] >= '1' && e->d_name[0] <= '9' ? std::atol(e->d_name) : 0;
+      if (auto s = pid > 0 ? read_proc_stat(static_cast<pid_t>(pid)) : std::nullopt) by_parent.emplace(s->ppid, *s);
     }
     ::closedir(proc);
   }

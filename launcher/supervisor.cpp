@@ -189,7 +189,7 @@ bool Supervisor::on_signal() {
     return false;
   }
   if (sig == SIGTERM) terminating_ = true;
-  hold_watchdog_on(sig);
+  on_pause_or_resume(sig);
   signal_program(sig);
   return false;
 }
@@ -223,7 +223,7 @@ void Supervisor::signal_program(int sig) {
 // A pause (SIGTSTP, the map's pause signal) holds the watchdog's timers, and is held for the
 // workers that come up before a resume (read_reports); a resume (SIGCONT, the map's resume signal)
 // lets the timers run again, later by the time paused.
-void Supervisor::hold_watchdog_on(int sig) {
+void Supervisor::on_pause_or_resume(int sig) {
   Action a = Action::pause;
   const bool mapped = o_.signals.lookup(sig, &a);
   const bool pause = sig == SIGTSTP || (mapped && a == Action::pause);

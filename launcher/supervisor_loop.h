@@ -71,7 +71,7 @@ class Supervisor {
   void ask_exit(const std::string& why);
   void send_exit();
   void settle_teardown_race();
-  void hold_watchdog_on(int sig);
+  void on_pause_or_resume(int sig);
   void kill_program(const std::string& why);
   void kill_tree();
   void on_group_call();
