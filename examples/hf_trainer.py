@@ -5,7 +5,8 @@ A small GPT-2 (random weights, dropout on) learns a language of seeded token seq
 transformers' Trainer for several epochs, with DataLoader workers. The lines marked "hydro" are all
 a Trainer user changes. Prints 'step N done' and finally 'weights_digest=<hex>' (the Trainer's own
 log lines have the loss); checkpoints go to $HYDRO_CKPT_DIR. The same flags as loop.py, so the
-Slurm path tests run either (one process: hydro.transformers refuses several for now)."""
+Slurm path tests run either. Under `srun -n N` or torchrun the ranks train with DistributedDataParallel
+over Gloo, each on its share of every batch (the lines marked "ranks")."""
 import argparse
 import ctypes
 import hashlib
@@ -32,7 +33,9 @@ def parse():
                    help="batches whose gradients add up to one optimizer step (default 1)")
     p.add_argument("--step-ms", type=int, default=0, help="sleep this long before each step (the weights do not change)")
     p.add_argument("--log-every", type=int, default=10, help="print the loss every N steps (default 10)")
-    p.add_argument("--pg-timeout", type=float, default=1800, help="unused: one process (loop.py's flags)")
+    p.add_argument("--pg-timeout", type=float, default=1800,
+                   help="with several ranks: seconds a collective may wait for a peer (the Trainer's ddp_timeout, "
+                        "default 1800); under --hydro-pause, time the job is held does not count (hydro.groups)")
     p.add_argument("--no-hydro", action="store_true",
                    help="the peer: the Trainer alone, as its users run it (its own checkpoints every "
                         "--save-every steps in $HYDRO_CKPT_DIR, resumed with resume_from_checkpoint=True)")
@@ -63,6 +66,12 @@ class Report(TrainerCallback):
     def __init__(self, a):
         self.a = a
 
+    def on_train_begin(self, args, state, control, **kwargs):
+        # Each rank its own dropout, as accelerate's set_seed(device_specific=True) gives (the
+        # Trainer seeds every rank alike): a resume must give each rank back its own generators.
+        if args.world_size > 1:
+            torch.manual_seed(args.seed + args.process_index)
+
     def on_step_begin(self, args, state, control, **kwargs):
         if self.a.step_ms:
             time.sleep(self.a.step_ms / 1000)
@@ -82,6 +91,9 @@ def digest(model):
 
 def main():
     a = parse()
+    env = hydro.export_env()  # ranks: srun -n N's tasks as the Trainer's (torchrun's need no line)
+    ranks = env["world_size"] > 1
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # else accelerate sets torch's threads to the cores
     torch.set_num_threads(1)
     torch.manual_seed(a.seed)
     config = GPT2Config(vocab_size=128, n_positions=32, n_embd=a.hidden, n_layer=2, n_head=4, bos_token_id=0,
@@ -92,15 +104,31 @@ def main():
         output_dir=ckpt, max_steps=a.steps, per_device_train_batch_size=a.batch, learning_rate=a.lr,
         gradient_accumulation_steps=a.accumulate, seed=a.seed, dataloader_num_workers=a.workers,
         dataloader_drop_last=True, logging_steps=a.log_every, report_to="none", disable_tqdm=True,
-        use_cpu=True, save_strategy="steps" if a.no_hydro else "no", save_steps=a.save_every)
+        use_cpu=True, save_strategy="steps" if a.no_hydro else "no", save_steps=a.save_every,
+        ddp_timeout=round(a.pg_timeout))
     trainer = Trainer(model=model, args=args, train_dataset=Sequences(a.samples, a.seed), callbacks=[Report(a)])
-    if a.no_hydro:
-        resume = any(p.startswith("checkpoint-") for p in os.listdir(ckpt)) if os.path.isdir(ckpt) else False
-        trainer.train(resume_from_checkpoint=resume or None)
-    else:
-        hydro.transformers.train(trainer)  # hydro: in place of trainer.train()
+    try:
+        if a.no_hydro:
+            resume = any(p.startswith("checkpoint-") for p in os.listdir(ckpt)) if os.path.isdir(ckpt) else False
+            trainer.train(resume_from_checkpoint=resume or None)
+        else:
+            hydro.transformers.train(trainer)  # hydro: in place of trainer.train()
+    except SystemExit as e:  # hydro's checkpoint-and-exit (75)
+        end(ranks, e.code)
+    # One write: under srun the ranks' lines, written at the same moment, would run together.
     sys.stdout.write(f"weights_digest={digest(model)}\n")
+    end(ranks, 0)
+
+
+def end(ranks, status):
+    """Ends the program with `status`; with several ranks, as loop.py's end() does: leaves the
+    group and skips the interpreter's finalization (pytorch/pytorch#179291)."""
     sys.stdout.flush()
+    if not ranks:
+        sys.exit(status)
+    torch.distributed.destroy_process_group()
+    sys.stderr.flush()
+    os._exit(status)
 
 
 if __name__ == "__main__":

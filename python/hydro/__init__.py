@@ -32,14 +32,14 @@ from . import _C
 from ._C import EXIT_REQUEUE, EXIT_WATCHDOG, __version__
 from .data import DataLoader, InterruptibleDistributedSampler, InterruptibleSampler, ShardedDataset
 from . import watchdog
-from .distributed import dist_env, init_process_group
+from .distributed import dist_env, export_env, init_process_group
 from . import groups
 from .job import Job, JobContext, JobRunner
 from .runtime import Runtime, atomic_save
 
 __all__ = [
     "Runtime", "atomic_save", "DataLoader", "InterruptibleSampler", "InterruptibleDistributedSampler", "ShardedDataset",
-    "dist_env", "init_process_group", "watchdog", "Job", "JobContext", "JobRunner", "EXIT_REQUEUE", "EXIT_WATCHDOG",
+    "dist_env", "export_env", "init_process_group", "watchdog", "Job", "JobContext", "JobRunner", "EXIT_REQUEUE", "EXIT_WATCHDOG",
     "__version__", "groups",
 ]
 groups.install()  # with HYDRO_PAUSE on: process groups that survive a hold of any length

@@ -27,3 +27,21 @@ def init_process_group(backend="gloo", timeout=None, **kwargs):
         extra = {"timeout": timeout} if timeout is not None else {}
         dist.init_process_group(backend, rank=env["rank"], world_size=env["world_size"], **extra, **kwargs)
     return env
+
+
+# torch's variables for the ranks, and dist_env()'s key for each.
+_TORCH_VARS = {"RANK": "rank", "WORLD_SIZE": "world_size", "LOCAL_RANK": "local_rank", "MASTER_ADDR": "master_addr",
+               "MASTER_PORT": "master_port"}
+
+
+def export_env():
+    """Sets torch's RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT from dist_env() where
+    they are unset, so that a framework reading them (the Hugging Face Trainer, through accelerate)
+    runs the Slurm step's tasks (srun -n N) as its ranks, with no torchrun. Call it before the
+    framework reads them (before TrainingArguments). Under torchrun they are set already and kept.
+    Returns dist_env()."""
+    env = dist_env()
+    if env["world_size"] > 1:
+        for var, key in _TORCH_VARS.items():
+            os.environ.setdefault(var, str(env[key]))
+    return env

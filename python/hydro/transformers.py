@@ -24,7 +24,13 @@ epoch's too), which the resumed run does not repeat: an evaluation there is lost
 (best_metric, early stopping), and since an evaluation draws from torch's generator (its
 DataLoader's seed), a resume from such a step draws what an uninterrupted run would not. Bit-for-bit
 holds for checkpoints on steps without an evaluation.
-One process (`world_size` 1) for now: several ranks are refused, naming the setting.
+
+Several ranks (DistributedDataParallel: `torchrun`, or `srun -n N` with hydro.export_env() called
+before TrainingArguments): each rank writes its own copy of the state, with its own generators
+(`rng_state_R.pth`), and all commit together (HYDRO_CKPT_MODE sync_any or sync_all; async, where
+rank 0 writes for every rank, would lose the other ranks' generators and is refused). The Trainer's
+ranks must be hydro's: the same number, in the same order. A Trainer that shards its state (FSDP,
+DeepSpeed) is refused for now.
 """
 import contextlib
 import copy
@@ -52,6 +58,14 @@ __all__ = ["train", "Hydro"]
 _FILES = {"model": WEIGHTS_NAME, "optimizer": OPTIMIZER_NAME, "scheduler": SCHEDULER_NAME, "scaler": SCALER_NAME,
           "rng_state": "rng_state.pth"}
 _STATE = "trainer_state"
+
+
+def _trainer_file(name, args):
+    """The file the Trainer's resume reads for part `name`: each rank's generators in a file of its
+    own under several ranks (`_load_rng_state`'s rng_state_R.pth)."""
+    if name == "rng_state" and args.world_size > 1:
+        return f"rng_state_{args.process_index}.pth"
+    return _FILES[name]
 
 
 class _Part:
@@ -107,7 +121,25 @@ def _track(rt, trainer):
 
 
 @contextlib.contextmanager
-def _resume_folder(found):
+def _generators_kept():
+    """The generators as they were before: the Trainer restores its own (rng_state) at its point in
+    the epoch, and before that reads the global ones as its own run left them. Its sampler takes
+    torch's initial seed when train() makes the DataLoader: a rank seeded apart (accelerate's
+    set_seed(device_specific=True)) would otherwise shuffle with its saved seed, not the Trainer's."""
+    state = random.getstate(), np.random.get_state(), torch.random.get_rng_state()
+    cuda = torch.cuda.random.get_rng_state_all() if torch.cuda.is_initialized() else None
+    try:
+        yield
+    finally:
+        random.setstate(state[0])
+        np.random.set_state(state[1])
+        torch.random.set_rng_state(state[2])
+        if cuda is not None:
+            torch.cuda.random.set_rng_state_all(cuda)
+
+
+@contextlib.contextmanager
+def _resume_folder(found, args):
     """The checkpoint hydro resumed from, laid out as the Trainer's `checkpoint-N` folder (links to
     hydro's verified files, and the state as JSON) in a private temporary folder; None when there is
     none."""
@@ -121,7 +153,7 @@ def _resume_folder(found):
                 with open(os.path.join(folder, TRAINER_STATE_NAME), "w") as f:
                     f.write(_load(path)["json"])
             else:
-                os.symlink(path, os.path.join(folder, _FILES[name]))
+                os.symlink(path, os.path.join(folder, _trainer_file(name, args)))
         yield folder
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -138,6 +170,28 @@ class Hydro(TrainerCallback):
             raise SystemExit(_C.EXIT_REQUEUE)  # checkpointed after SIGTERM: hydro-launch requeues
 
 
+def _refuse_sharded(trainer):
+    for kind in ("fsdp", "deepspeed"):
+        if getattr(trainer, f"is_{kind}_enabled", False):
+            raise NotImplementedError(f"hydro.transformers.train: a Trainer with {kind} (TrainingArguments.{kind}) "
+                                      "shards its state, which hydro.transformers does not save yet: use "
+                                      "DistributedDataParallel (no fsdp, no deepspeed), or write the loop with "
+                                      "hydro.Runtime (FSDP2)")
+
+
+def _check_ranks(rt, args):
+    """The Trainer's ranks are hydro's (Slurm's tasks, or torchrun's workers), and each rank
+    writes its own generators."""
+    ranks, rank = rt.settings["world_size"], rt.settings["rank"]
+    if (args.world_size, args.process_index) != (ranks, rank):
+        raise RuntimeError(f"hydro.transformers.train: this is rank {rank} of {ranks} (hydro.dist_env(): Slurm's "
+                           f"tasks or torchrun's), but the Trainer's rank {args.process_index} of {args.world_size} "
+                           "(TrainingArguments): under srun -n N, call hydro.export_env() before TrainingArguments")
+    if ranks > 1 and rt.settings["mode"] == "async":
+        raise ValueError(f"hydro.transformers.train: with {ranks} ranks, HYDRO_CKPT_MODE=async (rank 0 writes for "
+                         "every rank) would lose the other ranks' generators: set HYDRO_CKPT_MODE=sync_any or sync_all")
+
+
 def train(trainer, **kwargs):
     """`trainer.train(**kwargs)` under hydro (see help(hydro.transformers)): resumes from hydro's
     newest valid checkpoint, pauses at operators, checkpoints at step ends (on SIGTERM: then exits
@@ -145,20 +199,16 @@ def train(trainer, **kwargs):
     if "resume_from_checkpoint" in kwargs:
         raise TypeError("hydro.transformers.train: hydro resumes from its newest checkpoint in HYDRO_CKPT_DIR "
                         "(or HYDRO_RESUME_FROM): leave out resume_from_checkpoint")
-    if trainer.args.world_size > 1:
-        raise NotImplementedError(f"hydro.transformers.train: one process for now, and this Trainer has "
-                                  f"world_size {trainer.args.world_size} (TrainingArguments): run it on one "
-                                  "process, or write the loop with hydro.Runtime")
+    _refuse_sharded(trainer)
     with Runtime() as rt:
-        if rt.settings["world_size"] > 1:  # Slurm's tasks (srun -n N) with a Trainer of one process each
-            raise NotImplementedError(f"hydro.transformers.train: one process for now, and this step has "
-                                      f"{rt.settings['world_size']} tasks (Slurm's): run it with one task")
+        _check_ranks(rt, trainer.args)
         found = _track(rt, trainer)
-        rt.resume()
+        with _generators_kept():  # hydro's own restore of them is for loops that have no restore of their own
+            rt.resume()
         callback = Hydro(rt)
         trainer.add_callback(callback)
         try:
-            with _resume_folder(found) as folder:
+            with _resume_folder(found, trainer.args) as folder:
                 return trainer.train(resume_from_checkpoint=folder, **kwargs)
         finally:
             trainer.remove_callback(callback)

@@ -3,15 +3,19 @@
 # resumes there through the Trainer's own resume and ends with the weights of a run never
 # interrupted. Real transformers (the pinned version), on the CPU; examples/hf_trainer.py is the
 # training (a small GPT-2 with dropout, DataLoader workers, several epochs). Main tier only:
-# Debian's torch 1.13.1 has no transformers 5.
+# Debian's torch 1.13.1 has no transformers 5. Two ranks (DistributedDataParallel over Gloo, each
+# with its own dropout) as torchrun starts them; the ranks' store authenticates with MUNGE (ctest
+# starts munged first: FIXTURES_REQUIRED munge).
 import os
 import signal
+import subprocess
 import sys
 
 import pytest
+import torch
 
 import hydro
-from conftest import HERE, run_example, weights_digest as digest
+from conftest import HERE, free_port, hydro_env, run_example, weights_digest as digest
 
 EXAMPLE = os.path.join(HERE, "..", "..", "examples", "hf_trainer.py")
 # 256 sequences in batches of 16, two batches a step: 8 steps an epoch; 28 steps run into a fourth.
@@ -54,6 +58,68 @@ def test_a_pause_at_an_operator_and_its_resume_change_nothing(python, tmp_path, 
     assert digest(out) == reference
 
 
+def run_ranks(ck, stop_at=None):
+    """examples/hf_trainer.py on 2 ranks (torchrun's variables) to its end, or, with stop_at, each
+    rank sent SIGTERM (as Slurm does) once rank 0 printed that step. Returns [(status, output)]."""
+    port, procs = free_port(), []
+    for r in range(2):
+        env = hydro_env({"RANK": str(r), "WORLD_SIZE": "2", "LOCAL_RANK": str(r), "MASTER_ADDR": "127.0.0.1",
+                         "MASTER_PORT": str(port), "HYDRO_CKPT_DIR": str(ck), "PYTHONUNBUFFERED": "1"})
+        procs.append(subprocess.Popen([sys.executable, EXAMPLE, *ARGS, "--step-ms", "30" if stop_at else "0"], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    head = []
+    if stop_at is not None:
+        for line in procs[0].stdout:
+            head.append(line)
+            if line.startswith("step ") and int(line.split()[1]) >= stop_at:
+                break
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+    out = []
+    for i, p in enumerate(procs):
+        text = ("".join(head) if i == 0 else "") + p.communicate(timeout=300)[0]
+        print(f"--- rank {i}: status {p.returncode}\n{text}")  # whole in a failure's report
+        out.append((p.returncode, text))
+    return out
+
+
+def test_two_ranks_resume_each_its_own_generators_bit_for_bit(tmp_path):
+    # The ranks drop out apart (each its own seed), so a rank given another's generators, or the
+    # Trainer's sampler shuffling with a restored seed, would show in the weights.
+    whole = run_ranks(tmp_path / "ref")
+    assert [s for s, _ in whole] == [0, 0]
+    reference = {digest(o) for _, o in whole}
+    assert len(reference) == 1
+    ck = tmp_path / "ck"
+    stopped = run_ranks(ck, stop_at=5)
+    assert [s for s, _ in stopped] == [hydro.EXIT_REQUEUE] * 2
+    step_dir = ck / sorted(p for p in os.listdir(ck) if p.startswith("step-"))[-1]
+    own = [torch.load(step_dir / f"rank-{r}" / "rng_state.pt", weights_only=False)["cpu"] for r in (0, 1)]
+    assert not torch.equal(*own), "the ranks saved the same generator"
+    resumed = run_ranks(ck)
+    assert [s for s, _ in resumed] == [0, 0]
+    assert all(f"resumed from {step_dir}" in o for _, o in resumed)
+    assert {digest(o) for _, o in resumed} == reference
+
+
+def test_the_trainer_and_hydro_must_agree_on_the_ranks(env, tmp_path):
+    from hydro.transformers import _check_ranks
+
+    class Args:
+        world_size, process_index = 2, 1
+
+    class Rt:
+        settings = {"world_size": 1, "rank": 0, "mode": "sync_any"}
+
+    with pytest.raises(RuntimeError, match=r"rank 0 of 1 .*the Trainer's rank 1 of 2 .*hydro.export_env\(\)"):
+        _check_ranks(Rt, Args)
+    Rt.settings = {"world_size": 2, "rank": 1, "mode": "async"}
+    with pytest.raises(ValueError, match="HYDRO_CKPT_MODE=async"):
+        _check_ranks(Rt, Args)
+    Rt.settings["mode"] = "sync_all"
+    _check_ranks(Rt, Args)
+
+
 def test_what_the_trainer_cannot_be_given_is_refused_by_name(env, tmp_path):
     import torch
     import hydro.transformers
@@ -65,6 +131,9 @@ def test_what_the_trainer_cannot_be_given_is_refused_by_name(env, tmp_path):
     with pytest.raises(TypeError, match="leave out resume_from_checkpoint"):
         hydro.transformers.train(trainer, resume_from_checkpoint=True)
     env.setattr(TrainingArguments, "world_size", property(lambda self: 2))
-    with pytest.raises(NotImplementedError, match="world_size 2"):
+    with pytest.raises(RuntimeError, match="the Trainer's rank 0 of 2"):
+        hydro.transformers.train(trainer)
+    env.setattr(trainer, "is_fsdp_enabled", True)
+    with pytest.raises(NotImplementedError, match=r"TrainingArguments.fsdp"):
         hydro.transformers.train(trainer)
     assert not hydro._C.signal_handlers_installed(), "a refused train() left a Runtime"
