@@ -28,7 +28,7 @@ train=$build/examples/hydro-example-loop        # the few-lines loop: --steps, -
 # HYDRO_TEST_PROGRAM=lightning: the same job as a PyTorch Lightning fit with hydro's callback
 # (examples/lightning_loop.py; Lightning's DDP over Gloo with several tasks).
 # HYDRO_TEST_PROGRAM=transformers: the same job as a Hugging Face Trainer run under
-# hydro.transformers.train (examples/hf_trainer.py; one task).
+# hydro.transformers.train (examples/hf_trainer.py; one task or several, DDP over Gloo).
 # HYDRO_TEST_PROGRAM=torchrun: the Python example as torchrun runs it, 2 workers per task
 # (torchrun_loop.sh; one task).
 case "${HYDRO_TEST_PROGRAM:-cpp}" in
