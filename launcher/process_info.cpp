@@ -80,7 +80,10 @@ bool in_tree(pid_t pid, pid_t child) {
   return false;
 }
 
-std::vector<pid_t> session_workers(pid_t child) {
+namespace {
+
+// Every process on the node, by its parent's pid.
+std::multimap<pid_t, ProcStat> processes_by_parent() {
   std::multimap<pid_t, ProcStat> by_parent;
   if (DIR* proc = ::opendir("/proc")) {
     while (const dirent* e = ::readdir(proc)) {
@@ -89,6 +92,21 @@ std::vector<pid_t> session_workers(pid_t child) {
     }
     ::closedir(proc);
   }
+  return by_parent;
+}
+
+}  // namespace
+
+std::vector<pid_t> children_of(pid_t parent) {
+  const std::multimap<pid_t, ProcStat> by_parent = processes_by_parent();
+  std::vector<pid_t> children;
+  auto [from, to] = by_parent.equal_range(parent);
+  for (auto it = from; it != to; ++it) children.push_back(it->second.pid);
+  return children;
+}
+
+std::vector<pid_t> session_workers(pid_t child) {
+  const std::multimap<pid_t, ProcStat> by_parent = processes_by_parent();
   std::vector<pid_t> workers, todo{child};
   for (size_t i = 0; i < todo.size() && i < 1 << 16; ++i) {
     auto [from, to] = by_parent.equal_range(todo[i]);

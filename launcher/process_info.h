@@ -37,4 +37,7 @@ bool in_tree(pid_t pid, pid_t child);
 // SIGUSR1 and SIGUSR2, and answers SIGTERM by killing them 30 s later.
 std::vector<pid_t> session_workers(pid_t child);
 
+// The processes whose parent is `parent` now, zombies included.
+std::vector<pid_t> children_of(pid_t parent);
+
 }  // namespace hydro::launcher

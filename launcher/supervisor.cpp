@@ -1,6 +1,7 @@
 #include "supervisor.h"
 
 #include <poll.h>
+#include <sys/prctl.h>
 #include <signal.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
@@ -76,6 +77,10 @@ int Supervisor::open_watchdog() {
 
 int Supervisor::start() {
   if (int rc = take_signals()) return rc;
+  // The program's processes whose parent ends become hydro-launch's children (end_orphans).
+  if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
+    say(std::string("warning: PR_SET_CHILD_SUBREAPER: ") + std::strerror(errno) +
+        "; processes left by the program are not ended with it");
   if (int rc = open_watchdog()) return rc;
   if (std::string error; !reports_.open(&error))
     say("warning: " + error + "; a program's workers without the readiness pipe (torchrun's) cannot report");
@@ -179,7 +184,8 @@ bool Supervisor::on_signal() {
   }
   int sig = static_cast<int>(si.ssi_signo);
   if (sig == SIGCHLD) {
-    if (::waitpid(child_, &status_, WNOHANG) != child_) return false;
+    if (!reap_children()) return false;
+    end_orphans();
     settle_teardown_race();
     settle_workers_exit();
     return true;
@@ -247,6 +253,47 @@ void Supervisor::kill_program(const std::string& why) {
   kill_tree();
   while (::waitpid(child_, &status_, 0) < 0 && errno == EINTR) {
   }
+  end_orphans();
+}
+
+// Reaps every child that has ended: the program, and the program's processes that hydro-launch,
+// their subreaper, took in when their parent ended. True once the program has.
+bool Supervisor::reap_children() {
+  bool ended = false;
+  int status = 0;
+  for (pid_t p; (p = ::waitpid(-1, &status, WNOHANG)) > 0;) {
+    if (p != child_) continue;
+    status_ = status;
+    ended = true;
+  }
+  return ended;
+}
+
+// The program's processes still running once it has ended: a launcher in it that was killed on its
+// own (torchrun, by the OOM killer) leaves its workers, in sessions of their own, training on and
+// holding their devices. hydro-launch is the subreaper of its program's tree (start()), so they are
+// its children now: they are killed, with their process groups, and reaped before the program
+// starts again or hydro-launch ends. Bounded: one that never dies (in the kernel's D state) is
+// named and left to Slurm's end of the step.
+void Supervisor::end_orphans() {
+  std::string killed;
+  const auto give_up = Steady::now() + std::chrono::seconds(10);
+  for (std::vector<pid_t> left = children_of(::getpid()); !left.empty(); left = children_of(::getpid())) {
+    for (pid_t p : left) {
+      if (killed.find(" " + std::to_string(p) + ",") == std::string::npos) killed += " " + std::to_string(p) + ",";
+      ::kill(-p, SIGKILL);  // its group: its own helpers (a worker's DataLoader workers)
+      ::kill(p, SIGKILL);
+    }
+    if (Steady::now() >= give_up) {
+      say("warning: the program's processes" + killed + " did not end after SIGKILL; left to Slurm");
+      return;
+    }
+    while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
+    ::usleep(1000);
+  }
+  if (!killed.empty())
+    say("the program ended and left processes running; killed:" + killed.substr(0, killed.size() - 1));
 }
 
 void Supervisor::close_fds() {

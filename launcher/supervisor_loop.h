@@ -74,6 +74,8 @@ class Supervisor {
   void on_pause_or_resume(int sig);
   void kill_program(const std::string& why);
   void kill_tree();
+  bool reap_children();  // true once the program has ended
+  void end_orphans();
   void on_group_call();
 
   const Options& o_;

@@ -1,6 +1,7 @@
 // hydro-launch's report socket (launcher/worker_reports.h) with the runtime's side of it
 // (hydro/launch_ready.h): what a worker says when its launcher closed the readiness pipe (torchrun),
-// who is heard, and which processes are a program's workers (process_info.h).
+// who is heard, and which processes are a program's workers (process_info.h); hydro-launch ends
+// the workers a program that died left running.
 #include "worker_reports.h"
 
 #include <fcntl.h>
@@ -14,8 +15,11 @@
 #include <cstdlib>
 #include <vector>
 
+#include "fault_fs.h"
 #include "hydro/launch_ready.h"
 #include "process_info.h"
+#include "spawn_launcher.h"
+#include "watchdog_helpers.h"
 
 namespace hydro::launcher {
 namespace {
@@ -192,6 +196,27 @@ TEST(SessionWorkers, AreTheDescendantsThatLeadASessionOfTheirOwn) {
   ::waitpid(program, nullptr, 0);
   ::close(ready[0]);
   ::close(ready[1]);
+}
+
+// A launcher in the program killed on its own (torchrun, by the OOM killer) leaves its workers, in
+// sessions of their own, running: hydro-launch, their subreaper, kills and reaps them before it
+// ends, so that no worker trains on beside the program's next run.
+TEST(Launcher, KillsTheWorkersThatAProgramKilledOnItsOwnLeftRunning) {
+  test::TempDir t;
+  const std::string pid_file = t.path + "/worker";
+  const std::string script = "setsid sh -c 'echo $$ > " + pid_file + ".tmp; mv " + pid_file + ".tmp " + pid_file +
+                             "; exec sleep 600' & while [ ! -s " + pid_file + " ]; do sleep 0.01; done; kill -9 $$";
+  test::LaunchResult r =
+      test::run_launcher({"--", "/bin/sh", "-c", script}, {"SLURM_JOB_ID=", "HYDRO_PAUSE=off"}, t.path);
+  const pid_t worker = static_cast<pid_t>(std::atol(test::slurp(pid_file).c_str()));
+  ASSERT_GT(worker, 0) << r.err;
+  const bool alive = ::kill(worker, 0) == 0;
+  if (alive) ::kill(worker, SIGKILL);
+  EXPECT_FALSE(alive) << "the worker outlived hydro-launch\n" << r.err;
+  EXPECT_NE(r.err.find("the program ended and left processes running; killed: " + std::to_string(worker)),
+            std::string::npos)
+      << r.err;
+  EXPECT_TRUE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 128 + SIGKILL) << r.err;
 }
 
 }  // namespace
