@@ -33,6 +33,9 @@ def parse():
                    help="batches whose gradients add up to one optimizer step (default 1)")
     p.add_argument("--step-ms", type=int, default=0, help="sleep this long before each step (the weights do not change)")
     p.add_argument("--log-every", type=int, default=10, help="print the loss every N steps (default 10)")
+    p.add_argument("--eval-every", type=int, default=0,
+                   help="evaluate on 64 other sequences every N steps (eval_strategy steps; its DataLoader draws "
+                        "from torch's generator); 0 = never (default)")
     p.add_argument("--pg-timeout", type=float, default=1800,
                    help="with several ranks: seconds a collective may wait for a peer (the Trainer's ddp_timeout, "
                         "default 1800); under --hydro-pause, time the job is held does not count (hydro.groups)")
@@ -80,6 +83,9 @@ class Report(TrainerCallback):
         if state.global_step % self.a.log_every == 0:
             print(f"step {state.global_step} done", flush=True)
 
+    def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+        print(f"evaluated at step {state.global_step}: eval_loss {metrics['eval_loss']:.6f}", flush=True)
+
 
 def digest(model):
     h = hashlib.sha256()
@@ -105,8 +111,11 @@ def main():
         gradient_accumulation_steps=a.accumulate, seed=a.seed, dataloader_num_workers=a.workers,
         dataloader_drop_last=True, logging_steps=a.log_every, report_to="none", disable_tqdm=True,
         use_cpu=True, save_strategy="steps" if a.no_hydro else "no", save_steps=a.save_every,
-        ddp_timeout=round(a.pg_timeout))
-    trainer = Trainer(model=model, args=args, train_dataset=Sequences(a.samples, a.seed), callbacks=[Report(a)])
+        ddp_timeout=round(a.pg_timeout), eval_strategy="steps" if a.eval_every else "no", eval_steps=a.eval_every or None,
+        per_device_eval_batch_size=a.batch)
+    evaluation = Sequences(64, a.seed + 1) if a.eval_every else None
+    trainer = Trainer(model=model, args=args, train_dataset=Sequences(a.samples, a.seed), eval_dataset=evaluation,
+                      callbacks=[Report(a)])
     try:
         if a.no_hydro:
             resume = any(p.startswith("checkpoint-") for p in os.listdir(ckpt)) if os.path.isdir(ckpt) else False

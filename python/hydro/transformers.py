@@ -17,13 +17,12 @@ callbacks'). On resume, hydro verifies its newest checkpoint and hands the Train
 already trained (the seedable sampler: the same order) and puts the generators back where they
 were. The Trainer's own checkpoints (`save_strategy`) go on as configured; hydro needs none.
 
-A step is an optimizer step (`state.global_step`, the callback's `on_step_end`): with gradient
-accumulation, checkpoints fall on the steps, never between the batches of one. The checkpoint is
-taken before that step's logging, evaluation and save (at an epoch's last step, before the
-epoch's too), which the resumed run does not repeat: an evaluation there is lost to its metrics
-(best_metric, early stopping), and since an evaluation draws from torch's generator (its
-DataLoader's seed), a resume from such a step draws what an uninterrupted run would not. Bit-for-bit
-holds for checkpoints on steps without an evaluation.
+A step is an optimizer step (`state.global_step`): with gradient accumulation, checkpoints fall on
+the steps, never between the batches of one. The checkpoint of a step is taken once the Trainer is
+done with it: after its logging, evaluation and save (at an epoch's last step, the epoch's too), at
+the next step's or epoch's begin. It holds their results (the log, best_metric, the generators an
+evaluation drew from), and the resumed run starts at the next step, bit-for-bit, evaluations
+included. A SIGTERM during a long evaluation is taken once it ends: KillWait must be longer.
 
 Several ranks (DistributedDataParallel: `torchrun`, or `srun -n N` with hydro.export_env() called
 before TrainingArguments): each rank writes its own copy of the state, with its own generators
@@ -160,13 +159,28 @@ def _resume_folder(found, args):
 
 
 class Hydro(TrainerCallback):
-    """The callback `train` adds: hydro's step end after each optimizer step."""
+    """The callback `train` adds: hydro's step end for each optimizer step, once the Trainer is done
+    with it: after the step's logging, evaluation and save (and, at an epoch's last step, the
+    epoch's), at the next step's or epoch's begin. A checkpoint then holds what they did (the log,
+    the metrics, the generators an evaluation drew from), as the Trainer's own checkpoint does, and
+    the resumed run starts where the Trainer would. The last step has no step end: training is over."""
 
     def __init__(self, runtime):
         self._rt = runtime
+        self._done = None  # the step the Trainer ended, whose step end is due
 
     def on_step_end(self, args, state, control, **kwargs):
-        if not self._rt.step_end(state.global_step):
+        self._done = state.global_step
+
+    def on_epoch_begin(self, args, state, control, **kwargs):
+        self._step_end()
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self._step_end()
+
+    def _step_end(self):
+        step, self._done = self._done, None
+        if step is not None and not self._rt.step_end(step):
             raise SystemExit(_C.EXIT_REQUEUE)  # checkpointed after SIGTERM: hydro-launch requeues
 
 

@@ -22,8 +22,8 @@ EXAMPLE = os.path.join(HERE, "..", "..", "examples", "hf_trainer.py")
 ARGS = ["--steps", "28", "--samples", "256", "--log-every", "1", "--accumulate", "2"]
 
 
-def run(python, ckpt_dir, step_ms=0, until=None, signals=()):
-    return run_example([python, EXAMPLE, *ARGS, "--step-ms", str(step_ms)], ckpt_dir, until, signals)
+def run(python, ckpt_dir, step_ms=0, until=None, signals=(), extra=()):
+    return run_example([python, EXAMPLE, *ARGS, "--step-ms", str(step_ms), *extra], ckpt_dir, until, signals)
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +48,24 @@ def test_sigterm_checkpoints_at_a_step_end_and_the_next_run_resumes_there_bit_fo
     assert rc == 0, out[-3000:]
     assert f"resumed from {tmp_path}/{committed[-1]} at step {step}" in out
     assert f"step {step + 1} done" in out and f"step {step} done" not in out, "the resumed run replayed a step"
+    assert digest(out) == reference
+
+
+def test_a_step_is_checkpointed_after_its_evaluation_which_the_resumed_run_does_not_repeat(python, tmp_path):
+    # An evaluation at every step: its DataLoader draws from torch's generator, so a checkpoint
+    # taken before it would resume with other dropout; and its metrics must be in the checkpoint.
+    evaluate = ["--eval-every", "1"]
+    rc, out = run(python, tmp_path / "ref", extra=evaluate)
+    assert rc == 0, out[-3000:]
+    reference = digest(out)
+    ck = tmp_path / "ck"
+    rc, out = run(python, ck, step_ms=30, until=10, signals=[signal.SIGTERM], extra=evaluate)
+    assert rc == hydro.EXIT_REQUEUE, out[-3000:]
+    step = int(sorted(p for p in os.listdir(ck) if p.startswith("step-"))[-1].split("-")[1])
+    assert f"evaluated at step {step}:" in out, out[-3000:]
+    rc, out = run(python, ck, extra=evaluate)
+    assert rc == 0, out[-3000:]
+    assert f"evaluated at step {step}:" not in out and f"evaluated at step {step + 1}:" in out, out[-3000:]
     assert digest(out) == reference
 
 
