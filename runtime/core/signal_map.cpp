@@ -131,10 +131,14 @@ SignalMap SignalMap::only(std::initializer_list<Action> actions) const {
 
 namespace {
 
-// Whether a signal's default action ends the process without a core dump (signal(7)), leaving out
-// SIGINT, SIGTERM and SIGKILL, which the user and Slurm end jobs with, and SIGPIPE.
-bool terminates_by_default(int signo) {
+// Whether a signal that comes before a handler is in is lost (signal(7)): its default action ends
+// the process without a core dump (leaving out SIGINT, SIGTERM and SIGKILL, which the user and Slurm
+// end jobs with, and SIGPIPE), or discards it (SIGWINCH, SIGURG: a `hydroctl checkpoint` in a
+// program's first seconds would be dropped; SIGCHLD is left out, the shells of a job wait on it).
+bool lost_before_handled(int signo) {
   switch (signo) {
+    case SIGWINCH:
+    case SIGURG:
     case SIGHUP:
     case SIGUSR1:
     case SIGUSR2:
@@ -154,7 +158,7 @@ sigset_t SignalMap::blocked_until_handled() const {
   sigset_t set;
   sigemptyset(&set);
   for (const auto& [signo, action] : map_)
-    if (action != Action::checkpoint_exit && terminates_by_default(signo)) sigaddset(&set, signo);
+    if (action != Action::checkpoint_exit && lost_before_handled(signo)) sigaddset(&set, signo);
   return set;
 }
 

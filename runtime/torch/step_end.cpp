@@ -161,8 +161,25 @@ void Runtime::exit_checkpoint(int64_t step) {
       std::to_string(kExitRequeue) + " (requeue)");
 }
 
+// How many checkpoints of step_end in a row may fail before the step fails: a file system full for
+// a moment must not end the job (the soak test), one that stays unwritable must not go unseen.
+constexpr int kCheckpointFailuresTolerated = 2;
+
+// A checkpoint training can go on without (every N steps, requested, before a suspend). One that
+// fails leaves the newest committed checkpoint in place: a warning, and the next is tried at its
+// time, up to kCheckpointFailuresTolerated in a row. The exit's own checkpoint is not one of them.
 void Runtime::checkpoint_at(int64_t step, const StepEndPlan& plan) {
-  std::string path = save(step);
+  std::string path;
+  try {
+    path = save(step);
+  } catch (const std::exception& e) {
+    if (++failed_in_a_row_ > kCheckpointFailuresTolerated) throw;
+    log("WARNING: checkpoint of step " + std::to_string(step) + " failed (" + std::to_string(failed_in_a_row_) +
+        " in a row; the step fails at " + std::to_string(kCheckpointFailuresTolerated + 1) + "): " + e.what() +
+        "; training goes on, and a restart resumes from the newest committed checkpoint");
+    return;
+  }
+  failed_in_a_row_ = 0;
   if (path.empty()) return;
   if (plan.before_suspend)
     log("checkpoint of step " + std::to_string(step) + " committed in " + path + " before the suspend");

@@ -48,11 +48,12 @@ class SignalMap {
   std::vector<int> signals() const;
 
   // The signals of this map that ask for a pause, a resume or a checkpoint and that would end a
-  // process with no handler for them (SIGUSR1, SIGUSR2, ...). A process of a --hydro-pause=on job
-  // starts with them blocked (the SPANK plugin, per task; hydro-launch, for its program), and
-  // SignalBridge::start unblocks them once its handlers are in: a request that comes early, such as
-  // `hydroctl pause` in a job's first second, waits instead of killing the program, and the job's
-  // other processes (the batch shell, a `tee`) never die of it. Never SIGTERM nor SIGINT.
+  // process with no handler for them (SIGUSR1, SIGUSR2, ...) or be discarded by it (SIGWINCH,
+  // SIGURG). A process of a --hydro-pause=on job starts with them blocked (the SPANK plugin, per
+  // task; hydro-launch, for its program), and SignalBridge::start unblocks them once its handlers
+  // are in: a request that comes early, such as `hydroctl pause` or `hydroctl checkpoint` in a job's
+  // first second, waits instead of killing the program or being dropped, and the job's other
+  // processes (the batch shell, a `tee`) never die of it. Never SIGTERM nor SIGINT.
   sigset_t blocked_until_handled() const;
   // The same for a job's settings: empty unless HYDRO_PAUSE is "on"; a bad HYDRO_SIGNALS gives the
   // defaults' (the runtime will refuse it, naming it). What the plugin and hydro-launch hold.

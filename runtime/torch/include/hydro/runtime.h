@@ -145,6 +145,7 @@ class Runtime {
   std::chrono::steady_clock::time_point last_step_end_{};
   double last_step_s_ = -1, last_save_s_ = -1;
   int64_t epoch_ = 0;
+  int failed_in_a_row_ = 0;                       // checkpoints of step_end that failed since the last committed
   std::unique_ptr<TcpStoreServer> store_server_;  // rank 0's; outlives store_
   std::unique_ptr<RankStore> store_;
   std::unique_ptr<CheckpointGroup> group_;  // sync modes with several ranks
