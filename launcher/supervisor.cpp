@@ -81,6 +81,8 @@ int Supervisor::start() {
   if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
     say(std::string("warning: PR_SET_CHILD_SUBREAPER: ") + std::strerror(errno) +
         "; processes left by the program are not ended with it");
+  // Not the program's: what a batch script that exec'd hydro-launch had started (its `tee`).
+  not_the_programs_ = children_of(::getpid());
   if (int rc = open_watchdog()) return rc;
   if (std::string error; !reports_.open(&error))
     say("warning: " + error + "; a program's workers without the readiness pipe (torchrun's) cannot report");
@@ -269,6 +271,19 @@ bool Supervisor::reap_children() {
   return ended;
 }
 
+// hydro-launch's children now but those it had before the program: the program's processes that
+// it took in as their subreaper, and zombies of them.
+std::vector<pid_t> Supervisor::programs_children() const {
+  std::vector<pid_t> pids = children_of(::getpid());
+  pids.erase(std::remove_if(pids.begin(), pids.end(),
+                            [this](pid_t p) {
+                              return std::find(not_the_programs_.begin(), not_the_programs_.end(), p) !=
+                                     not_the_programs_.end();
+                            }),
+             pids.end());
+  return pids;
+}
+
 // The program's processes still running once it has ended: a launcher in it that was killed on its
 // own (torchrun, by the OOM killer) leaves its workers, in sessions of their own, training on and
 // holding their devices. hydro-launch is the subreaper of its program's tree (start()), so they are
@@ -278,7 +293,7 @@ bool Supervisor::reap_children() {
 void Supervisor::end_orphans() {
   std::string killed;
   const auto give_up = Steady::now() + std::chrono::seconds(10);
-  for (std::vector<pid_t> left = children_of(::getpid()); !left.empty(); left = children_of(::getpid())) {
+  for (std::vector<pid_t> left = programs_children(); !left.empty(); left = programs_children()) {
     for (pid_t p : left) {
       if (killed.find(" " + std::to_string(p) + ",") == std::string::npos) killed += " " + std::to_string(p) + ",";
       ::kill(-p, SIGKILL);  // its group: its own helpers (a worker's DataLoader workers)

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "generations.h"
 #include "runtime_pipe.h"
@@ -76,6 +77,7 @@ class Supervisor {
   void kill_tree();
   bool reap_children();  // true once the program has ended
   void end_orphans();
+  std::vector<pid_t> programs_children() const;
   void on_group_call();
 
   const Options& o_;
@@ -92,11 +94,12 @@ class Supervisor {
   std::unique_ptr<Watchdog> watchdog_;
   std::unique_ptr<TimeLimitWatch> time_limit_;
   RestartGroup* group_ = nullptr;
-  int held_pause_ = 0;         // the last pause forwarded, until a resume: sent to each worker up later
-  bool terminating_ = false;   // Slurm sent SIGTERM
-  std::string hang_;           // set when the watchdog killed a worker: the program's end is a hang
-  int status_ = 0;             // the program's wait status
-  int64_t resumed_step_ = -1;  // the checkpoint the program was started from; -1: none
+  std::vector<pid_t> not_the_programs_;  // hydro-launch's children before the program's start
+  int held_pause_ = 0;                   // the last pause forwarded, until a resume: sent to each worker up later
+  bool terminating_ = false;             // Slurm sent SIGTERM
+  std::string hang_;                     // set when the watchdog killed a worker: the program's end is a hang
+  int status_ = 0;                       // the program's wait status
+  int64_t resumed_step_ = -1;            // the checkpoint the program was started from; -1: none
 };
 
 }  // namespace hydro::launcher

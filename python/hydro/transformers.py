@@ -23,6 +23,9 @@ done with it: after its logging, evaluation and save (at an epoch's last step, t
 the next step's or epoch's begin. It holds their results (the log, best_metric, the generators an
 evaluation drew from), and the resumed run starts at the next step, bit-for-bit, evaluations
 included. A SIGTERM during a long evaluation is taken once it ends: KillWait must be longer.
+Randomness in the data pipeline (a collator's masking, augmentation in the DataLoader's workers)
+is drawn, on a resume mid-epoch, before the Trainer puts the generators back, as in the Trainer's
+own resume: bit-for-bit then needs a pipeline without it, or one seeded by the sample.
 
 Several ranks (DistributedDataParallel: `torchrun`, or `srun -n N` with hydro.export_env() called
 before TrainingArguments): each rank writes its own copy of the state, with its own generators
@@ -161,9 +164,11 @@ def _resume_folder(found, args):
 class Hydro(TrainerCallback):
     """The callback `train` adds: hydro's step end for each optimizer step, once the Trainer is done
     with it: after the step's logging, evaluation and save (and, at an epoch's last step, the
-    epoch's), at the next step's or epoch's begin. A checkpoint then holds what they did (the log,
+    epoch's), at the next step's or epoch's begin, or at the training's end (a SIGTERM during the
+    last step or the final evaluation still checkpoints and exits 75: the requeued run then trains
+    no more and does what follows train() again). A checkpoint then holds what they did (the log,
     the metrics, the generators an evaluation drew from), as the Trainer's own checkpoint does, and
-    the resumed run starts where the Trainer would. The last step has no step end: training is over."""
+    the resumed run starts where the Trainer would."""
 
     def __init__(self, runtime):
         self._rt = runtime
@@ -176,6 +181,9 @@ class Hydro(TrainerCallback):
         self._step_end()
 
     def on_step_begin(self, args, state, control, **kwargs):
+        self._step_end()
+
+    def on_train_end(self, args, state, control, **kwargs):
         self._step_end()
 
     def _step_end(self):

@@ -224,8 +224,10 @@ std::string Runtime::save_async(int64_t step, bool keep_always) {
         if (st.ok()) st = writer->commit();
         if (Status s = warn_if_durability_uncertain(st); !s.ok())
           persist_error_ = s.message();
-        else
+        else {
+          async_committed_ = true;
           log("async checkpoint of step " + std::to_string(step) + " committed");
+        }
       });
   return root + "/" + CheckpointDir::name_for(step);
 }

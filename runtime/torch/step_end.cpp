@@ -102,9 +102,10 @@ Runtime::StepEndPlan Runtime::suspend_at_step_end(int64_t step) {
                      !operator_pause_armed() && !gate.exit_requested();
   plan.before_suspend = plan.suspend_now;
   if (plan.suspend_now && !grouped()) {
-    std::string path = save(step);
+    std::string path = save_tolerated(step);
     plan.saved = true;
-    log("checkpoint of step " + std::to_string(step) + " committed in " + path + " before the suspend");
+    if (!path.empty())
+      log("checkpoint of step " + std::to_string(step) + " committed in " + path + " before the suspend");
   }
   if (plan.pending && !(plan.suspend_now && grouped())) pause_at_end_of(step);
   return plan;
@@ -168,7 +169,9 @@ constexpr int kCheckpointFailuresTolerated = 2;
 // A checkpoint training can go on without (every N steps, requested, before a suspend). One that
 // fails leaves the newest committed checkpoint in place: a warning, and the next is tried at its
 // time, up to kCheckpointFailuresTolerated in a row. The exit's own checkpoint is not one of them.
-void Runtime::checkpoint_at(int64_t step, const StepEndPlan& plan) {
+// In async mode a write fails after save() returned, and is thrown by the next: only a write known
+// to have committed (async_committed_) ends a run of failures. "" when it failed.
+std::string Runtime::save_tolerated(int64_t step) {
   std::string path;
   try {
     path = save(step);
@@ -177,9 +180,14 @@ void Runtime::checkpoint_at(int64_t step, const StepEndPlan& plan) {
     log("WARNING: checkpoint of step " + std::to_string(step) + " failed (" + std::to_string(failed_in_a_row_) +
         " in a row; the step fails at " + std::to_string(kCheckpointFailuresTolerated + 1) + "): " + e.what() +
         "; training goes on, and a restart resumes from the newest committed checkpoint");
-    return;
+    return "";
   }
-  failed_in_a_row_ = 0;
+  if (settings_.mode != CheckpointMode::async || async_committed_.exchange(false)) failed_in_a_row_ = 0;
+  return path;
+}
+
+void Runtime::checkpoint_at(int64_t step, const StepEndPlan& plan) {
+  const std::string path = save_tolerated(step);
   if (path.empty()) return;
   if (plan.before_suspend)
     log("checkpoint of step " + std::to_string(step) + " committed in " + path + " before the suspend");

@@ -219,5 +219,29 @@ TEST(Launcher, KillsTheWorkersThatAProgramKilledOnItsOwnLeftRunning) {
   EXPECT_TRUE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 128 + SIGKILL) << r.err;
 }
 
+// What a batch script that exec'd hydro-launch had started before (the `tee` of its output) is a
+// child of hydro-launch but not the program's: it is left running.
+TEST(Launcher, LeavesWhatItsShellHadStartedBeforeItRunning) {
+  test::TempDir t;
+  const std::string pid_file = t.path + "/before";
+  const std::string script = "sleep 600 & echo $! > " + pid_file + "; exec " + HYDRO_LAUNCH_BIN + " -- /bin/true 2>" +
+                             t.path + "/launcher.err";
+  const pid_t shell = ::fork();
+  if (shell == 0) {
+    ::setenv("SLURM_JOB_ID", "", 1);
+    ::setenv("HYDRO_PAUSE", "off", 1);
+    ::execl("/bin/sh", "sh", "-c", script.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(shell, &status, 0), shell);
+  const pid_t before = static_cast<pid_t>(std::atol(test::slurp(pid_file).c_str()));
+  ASSERT_GT(before, 0);
+  const bool alive = ::kill(before, 0) == 0;
+  ::kill(before, SIGKILL);
+  EXPECT_TRUE(alive) << test::slurp(t.path + "/launcher.err");
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << test::slurp(t.path + "/launcher.err");
+}
+
 }  // namespace
 }  // namespace hydro::launcher

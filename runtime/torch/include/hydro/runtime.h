@@ -37,6 +37,7 @@
 
 #include <torch/torch.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -137,6 +138,7 @@ class Runtime {
   std::string load_path(const std::string& checkpoint, const Manifest& manifest, const std::string& file) const;
   bool grouped() const { return group_ != nullptr; }
   void update_suspend_budget();
+  std::string save_tolerated(int64_t step);
   bool suspend_checkpoint_fits() const;
   Settings settings_;
   Fs& fs_;
@@ -145,7 +147,8 @@ class Runtime {
   std::chrono::steady_clock::time_point last_step_end_{};
   double last_step_s_ = -1, last_save_s_ = -1;
   int64_t epoch_ = 0;
-  int failed_in_a_row_ = 0;                       // checkpoints of step_end that failed since the last committed
+  int failed_in_a_row_ = 0;                       // checkpoints of step_end that failed since one committed
+  std::atomic<bool> async_committed_{false};      // an async write committed since step_end last looked
   std::unique_ptr<TcpStoreServer> store_server_;  // rank 0's; outlives store_
   std::unique_ptr<RankStore> store_;
   std::unique_ptr<CheckpointGroup> group_;  // sync modes with several ranks
