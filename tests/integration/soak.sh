@@ -4,7 +4,8 @@
 # drawn at random: suspend and resume, `scontrol requeue`, `hydroctl pause` and resume, `hydroctl
 # checkpoint`, a `kill -9` of one rank, the checkpoint file system full for 10 s, and a slurmd
 # restart; the second job runs with a 3-minute time limit and --hydro-time-limit-margin, so the
-# time limit requeues it all along. The one node offers 4 CPUs (slurm-local --cpus) on this
+# time limit requeues it all along (every requeue counts against hydro-launch's --max-restarts, 3
+# by default, which ended that job in a first 30-minute run: both run with 1000). The one node offers 4 CPUs (slurm-local --cpus) on this
 # machine's 2, so that both jobs run side by side. Then both run to their end: each ends with the
 # digest of a run never interrupted, and nothing of hydro is left behind (no process of the jobs,
 # no report directory of hydro-launch, nothing but checkpoints in the checkpoint directories).
@@ -19,7 +20,7 @@ start_cluster cgroup --cpus 4
 work=$(mktemp -d /tmp/hydro-soak.XXXXXX)
 ckfs=$work/ckfs  # the checkpoints' own small file system, filled by the disk event
 mkdir -p "$ckfs" && mount -t tmpfs -o size=32m hydro-soak "$ckfs" || fail "cannot mount a tmpfs on $ckfs"
-trap 'rc=$?; umount -l "$ckfs" 2>/dev/null; (exit $rc); stop_cluster' EXIT
+trap 'rc=$?; set +e; umount -l "$ckfs" 2>/dev/null; (exit $rc); stop_cluster' EXIT
 steps=$((minutes * 60 * 25))  # at most 25 a second paced: the jobs outlast the events
 args=(--steps "$steps" --hidden 64 --log-every 50)
 echo 40 >"$work/pace"  # --step-ms while the events come; 0 for the last run
@@ -36,7 +37,7 @@ submit() {
   cat >"$work/job$k.sh" <<JOB
 #!/bin/bash
 export HYDRO_CKPT_DIR=$ckfs/job$k HYDRO_CKPT_EVERY=50 HYDRO_KEEP_LAST=2
-exec srun -n 2 bash -c 'exec $launch --restarts 1000 -- $train ${args[*]} --step-ms \$(cat $work/pace) >>$work/job$k.rank\$SLURM_PROCID.log 2>&1'
+exec srun -n 2 bash -c 'exec $launch --restarts 1000 --max-restarts 1000 -- $train ${args[*]} --step-ms \$(cat $work/pace) >>$work/job$k.rank\$SLURM_PROCID.log 2>&1'
 JOB
   jobs[k]=$(sbatch --parsable --requeue --open-mode=append -n 2 --hydro-pause=on "$@" -o "$work/job$k.batch.log" \
     "$work/job$k.sh") || fail "sbatch failed"
@@ -105,7 +106,7 @@ ev_disk() {
 ev_slurmd() {
   local pidfile=$HYDRO_SLURM_DIR/run/slurmd.pid pid
   pid=$(cat "$pidfile") && kill "$pid" || return 1
-  while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+  for _ in $(seq 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
   slurmd -f "$SLURM_CONF" || return 1
   for _ in $(seq 100); do
     sinfo -h -N -o %T 2>/dev/null | grep -qE '^(mixed|allocated|idle)$' && return 0
@@ -119,7 +120,7 @@ declare -A ok bad
 end=$((SECONDS + minutes * 60))
 while ((SECONDS < end)); do
   k=$((RANDOM % 2))
-  if ! running "$k"; then
+  if ! (running "$k"); then
     [ "$(job_state "${jobs[k]}")" = COMPLETED ] || fail "job ${jobs[k]} is $(job_state "${jobs[k]}"), not running"
     note "job ${jobs[k]} completed before the events' end"
     [ "$(job_state "${jobs[1 - k]}")" = COMPLETED ] && break
@@ -154,7 +155,7 @@ done
 left=$(grep -lzE "^SLURM_JOB_ID=(${jobs[0]}|${jobs[1]})$" /proc/[0-9]*/environ 2>/dev/null || true)
 [ -z "$left" ] || fail "processes of the jobs left behind: $left"
 compgen -G "${TMPDIR:-/tmp}/hydro-launch.*" >/dev/null && fail "hydro-launch report directories left: $(ls -d "${TMPDIR:-/tmp}"/hydro-launch.*)"
-stray=$(find "$ckfs"/job0 "$ckfs"/job1 -mindepth 1 -maxdepth 1 ! -name 'step-*' ! -name latest)
+stray=$(find "$ckfs"/job0 "$ckfs"/job1 -mindepth 1 -maxdepth 1 ! -name 'step-*' ! -name latest 2>&1 || true)
 [ -z "$stray" ] || fail "files left in the checkpoint directories: $stray"
 
 timelimit=$(cat "$work"/job1.rank0.log | grep -c 'time limit: --time-limit-margin' || true)
