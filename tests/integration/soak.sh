@@ -91,11 +91,19 @@ ev_checkpoint() {
   n=$(count "$(log0 "$1")" 'committed .*\(requested\)')
   "$hydroctl" checkpoint "${jobs[$1]}" >/dev/null && wait_count "$(log0 "$1")" 'committed .*\(requested\)' $((n + 1)) 60
 }
+# A rank killed: the job trains again, in place (hydro-launch --restarts), or requeued when the
+# time limit's requeue came at the same moment.
 ev_kill9() {
   local r=$((RANDOM % 2)) pid n
   pid=$(rank_pid "$1" "$r") || return 1
   n=$(count "$(log0 "$1")" 'resuming from step|the program starts fresh')
-  kill -9 "$pid" && wait_count "$(log0 "$1")" 'resuming from step|the program starts fresh' $((n + 1)) 120
+  kill -9 "$pid" || return 1
+  for _ in $(seq 180); do
+    [ "$(count "$(log0 "$1")" 'resuming from step|the program starts fresh')" -gt "$n" ] && return 0
+    case "$(job_state "${jobs[$1]}")" in PENDING | REQUEUED) release "${jobs[$1]}" ;; esac
+    sleep 1
+  done
+  return 1
 }
 ev_disk() {
   dd if=/dev/zero of="$ckfs/fill" bs=1M status=none 2>/dev/null
