@@ -291,24 +291,28 @@ std::vector<pid_t> Supervisor::programs_children() const {
 // starts again or hydro-launch ends. Bounded: one that never dies (in the kernel's D state) is
 // named and left to Slurm's end of the step.
 void Supervisor::end_orphans() {
-  std::string killed;
+  std::vector<pid_t> killed;
+  const auto named = [&killed] {
+    std::string s;
+    for (pid_t p : killed) s += (s.empty() ? " " : ", ") + std::to_string(p);
+    return s;
+  };
   const auto give_up = Steady::now() + std::chrono::seconds(10);
   for (std::vector<pid_t> left = programs_children(); !left.empty(); left = programs_children()) {
     for (pid_t p : left) {
-      if (killed.find(" " + std::to_string(p) + ",") == std::string::npos) killed += " " + std::to_string(p) + ",";
+      if (std::find(killed.begin(), killed.end(), p) == killed.end()) killed.push_back(p);
       ::kill(-p, SIGKILL);  // its group: its own helpers (a worker's DataLoader workers)
       ::kill(p, SIGKILL);
     }
     if (Steady::now() >= give_up) {
-      say("warning: the program's processes" + killed + " did not end after SIGKILL; left to Slurm");
+      say("warning: the program's processes" + named() + " did not end after SIGKILL; left to Slurm");
       return;
     }
     while (::waitpid(-1, nullptr, WNOHANG) > 0) {
     }
     ::usleep(1000);
   }
-  if (!killed.empty())
-    say("the program ended and left processes running; killed:" + killed.substr(0, killed.size() - 1));
+  if (!killed.empty()) say("the program ended and left processes running; killed:" + named());
 }
 
 void Supervisor::close_fds() {

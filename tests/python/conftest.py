@@ -35,6 +35,14 @@ def hydro_env(extra=None):
     return env
 
 
+def rank_env(rank, ranks, port, ckpt_dir, extra=None):
+    """hydro_env for rank `rank` of `ranks` as torchrun starts one on this host (its rendezvous at
+    127.0.0.1:port), checkpointing to ckpt_dir, its output unbuffered."""
+    return hydro_env({"RANK": str(rank), "WORLD_SIZE": str(ranks), "LOCAL_RANK": str(rank), "MASTER_ADDR": "127.0.0.1",
+                      "MASTER_PORT": str(port), "HYDRO_CKPT_DIR": str(ckpt_dir), "PYTHONUNBUFFERED": "1",
+                      **(extra or {})})
+
+
 def run_example(cmd, ckpt_dir, until=None, signals=()):
     """Runs an example's command with HYDRO_CKPT_DIR=ckpt_dir; with `until`, sends the first of
     `signals` once a 'step N' line with N >= until was printed, and each next one once hydro logged

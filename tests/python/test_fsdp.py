@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import hydro
-from conftest import HERE, free_port, hydro_env
+from conftest import HERE, free_port, rank_env
 
 WORKER = os.path.join(HERE, "fsdp_train.py")
 STEPS, STOP_AT = 40, 5
@@ -30,8 +30,7 @@ def run(ranks, ck, extra=None, stop_at=None):
     port = free_port()
     procs = []
     for r in range(ranks):
-        env = hydro_env({"RANK": str(r), "WORLD_SIZE": str(ranks), "LOCAL_RANK": str(r), "MASTER_ADDR": "127.0.0.1",
-                         "MASTER_PORT": str(port), "HYDRO_CKPT_DIR": str(ck), "PYTHONUNBUFFERED": "1", **(extra or {})})
+        env = rank_env(r, ranks, port, ck, extra)
         steps = STEPS if stop_at is None else LONG
         procs.append(subprocess.Popen([sys.executable, WORKER, str(steps)], env=env, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True))

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import hydro
-from conftest import HERE, free_port, hydro_env, run_example, weights_digest as digest
+from conftest import HERE, free_port, rank_env, run_example, weights_digest as digest
 
 EXAMPLE = os.path.join(HERE, "..", "..", "examples", "hf_trainer.py")
 # 256 sequences in batches of 16, two batches a step: 8 steps an epoch; 28 steps run into a fourth.
@@ -81,8 +81,7 @@ def run_ranks(ck, stop_at=None):
     rank sent SIGTERM (as Slurm does) once rank 0 printed that step. Returns [(status, output)]."""
     port, procs = free_port(), []
     for r in range(2):
-        env = hydro_env({"RANK": str(r), "WORLD_SIZE": "2", "LOCAL_RANK": str(r), "MASTER_ADDR": "127.0.0.1",
-                         "MASTER_PORT": str(port), "HYDRO_CKPT_DIR": str(ck), "PYTHONUNBUFFERED": "1"})
+        env = rank_env(r, 2, port, ck)
         procs.append(subprocess.Popen([sys.executable, EXAMPLE, *ARGS, "--step-ms", "30" if stop_at else "0"], env=env,
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     head = []
