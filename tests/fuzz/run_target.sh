@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# run_target.sh TARGET SEEDS SECONDS: runs a fuzz target for SECONDS on a copy of its seeds (the
-# tree's corpus stays as it is), then prints what it did: executions, coverage (edges and
-# features) and the corpus's size. A crash or a failed property fails the test, with the input.
+# run_target.sh TARGET SEEDS SECONDS: runs a fuzz target for SECONDS (HYDRO_FUZZ_SECONDS instead,
+# where set: CI's budget, from scripts/test) on a copy of its seeds (the tree's corpus stays as it
+# is), then prints what it did: executions, coverage (edges and features) and the corpus's size.
+# A crash or a failed property fails the test, with the input.
 set -euo pipefail
-target=$1 seeds=$2 seconds=$3
+target=$1 seeds=$2 seconds=${HYDRO_FUZZ_SECONDS:-$3}
 work=$(mktemp -d /tmp/hydro-fuzz.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 mkdir "$work/corpus"
