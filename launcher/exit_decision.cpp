@@ -70,12 +70,16 @@ ExitDecision decide_watchdog_exit(const std::string& hang, bool terminating, boo
 
 RestartDecision decide_restart(const Options& o, int wait_status, bool terminating, const std::string& hang,
                                int restarts_done, int64_t resumed_step, const std::function<int64_t()>& newest_step,
-                               int world_size, bool together) {
+                               int world_size, bool together, bool exit_asked) {
   RestartDecision d;
   const std::string failure = failure_of(wait_status, hang);
   if (failure.empty() || terminating || o.restarts == 0) return d;
   d.why = failure + "; ";
-  if (world_size > 1 && !together) {
+  if (exit_asked) {
+    d.why +=
+        "not restarting it in this allocation: hydro-launch had asked it to checkpoint and exit (the time "
+        "limit's margin or the requeue signal), so the job is requeued and resumes from its newest checkpoint";
+  } else if (world_size > 1 && !together) {
     d.why += "not restarting it in this allocation: the step's " + std::to_string(world_size) +
              " tasks have no restart group to restart together (see the warning at hydro-launch's start)";
   } else if (restarts_done >= o.restarts) {

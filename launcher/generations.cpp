@@ -24,7 +24,7 @@ bool call_or_follow(const Options& o, const RunEnd& end, int done, RestartGroup*
   }
   RestartDecision r = decide_restart(
       o, end.wait_status, end.terminating, end.hang, done, end.resumed_step, [&o] { return newest_step(o); },
-      world_size, group != nullptr);
+      world_size, group != nullptr, end.exit_asked);
   if (!r.why.empty()) say(r.why);
   if (!r.restart || !group) return r.restart;
   Status st = group->call(next, r.why, &standing);

@@ -17,6 +17,7 @@ struct RunEnd {
   bool terminating = false;  // Slurm sent SIGTERM
   std::string hang;          // the watchdog killed it
   int64_t resumed_step = -1;
+  bool exit_asked = false;  // hydro-launch asked it to checkpoint and exit (decide_restart)
 };
 
 // The step's tasks, read from the environment once: how many, and, with --restarts and several

@@ -331,7 +331,8 @@ static int run_generations(const Options& o, Supervisor& supervisor) {
   if (int rc = supervisor.start()) return rc;
   for (int done = 0;; ++done) {
     supervisor.run_until_exit();
-    RunEnd end{supervisor.wait_status(), supervisor.terminating(), supervisor.hang(), supervisor.resumed_step()};
+    RunEnd end{supervisor.wait_status(), supervisor.terminating(), supervisor.hang(), supervisor.resumed_step(),
+               supervisor.exit_asked()};
     if (!next_generation(o, end, done, tasks)) return 0;
     if (int rc = supervisor.restart(done + 1)) return rc;
   }

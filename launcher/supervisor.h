@@ -56,9 +56,11 @@ struct RestartDecision {
   std::string why;  // empty when there was nothing to restart (a clean end)
 };
 // `newest_step` is asked only when the answer turns on it (it verifies the newest checkpoint).
+// `exit_asked`: hydro-launch had asked this run to checkpoint and exit (the time limit's margin, the
+// requeue signal); a failure then is requeued, not restarted in an allocation that is ending.
 RestartDecision decide_restart(const Options& o, int wait_status, bool terminating, const std::string& hang,
                                int restarts_done, int64_t resumed_step, const std::function<int64_t()>& newest_step,
-                               int world_size, bool together = false);
+                               int world_size, bool together = false, bool exit_asked = false);
 
 // SLURM_RESTART_COUNT's value (null or empty = 0) -> restarts; -1 when it is not a number.
 int parse_restart_count(const char* value);

@@ -54,6 +54,7 @@ class Supervisor {
   int wait_status() const { return status_; }
   int64_t resumed_step() const { return resumed_step_; }
   bool terminating() const { return terminating_; }
+  bool exit_asked() const { return exit_sent_ || exit_held_; }  // this run: checkpoint and exit, sent or held
   const std::string& hang() const { return hang_; }
 
  private:

@@ -72,9 +72,11 @@ bool WorkerReports::open(std::string* error) {
   dir_ = private_dir(error);
   if (dir_.empty()) return false;
   const std::string path = dir_ + "/" + kSocketName;
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  path.copy(addr.sun_path, sizeof addr.sun_path - 1);
+  sockaddr_un addr;
+  if (!launch_socket_address(path, &addr)) {
+    *error = "the workers' report socket " + path + ": the path is too long for a socket";
+    return false;
+  }
   const int on = 1;
   fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd_ < 0 || ::setsockopt(fd_, SOL_SOCKET, SO_PASSCRED, &on, sizeof on) != 0 ||

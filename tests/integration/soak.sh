@@ -10,7 +10,9 @@
 # digest of a run never interrupted, and nothing of hydro is left behind (no process of the jobs,
 # no report directory of hydro-launch, nothing but checkpoints in the checkpoint directories).
 # Prints each event's count and outcome (an event runs in a subshell: one that goes wrong is
-# counted and logged, and the soak goes on).
+# counted and logged, and the soak goes on). An event that a requeue of its job overtook (the time
+# limit's, say, while a `hydroctl pause` waited to resume) is counted apart, as overtaken: the job
+# then trains again from its checkpoint, and its end is checked as any other's.
 #   soak.sh [MINUTES]
 source "$(dirname "$0")/lib.sh"
 minutes=${1:-30}
@@ -77,6 +79,7 @@ rank_pid() {  # rank_pid K R: the training process of job K's rank R (hydro-laun
   return 1
 }
 log0() { echo "$work/job$1.rank0.log"; }
+requeues() { scontrol show job "${jobs[$1]}" 2>/dev/null | grep -oP 'Restarts=\K[0-9]+' || echo 0; }
 
 ev_suspend() {
   scontrol suspend "${jobs[$1]}" && wait_state "${jobs[$1]}" SUSPENDED 30 && sleep $((2 + RANDOM % 20)) &&
@@ -124,7 +127,7 @@ ev_slurmd() {
 }
 
 events=(suspend requeue pause checkpoint kill9 disk slurmd)
-declare -A ok bad
+declare -A ok bad overtaken
 end=$((SECONDS + minutes * 60))
 while ((SECONDS < end)); do
   k=$((RANDOM % 2))
@@ -135,7 +138,11 @@ while ((SECONDS < end)); do
     continue
   fi
   ev=${events[RANDOM % ${#events[@]}]}
-  if ("ev_$ev" "$k"); then ok[$ev]=$((${ok[$ev]:-0} + 1)); else
+  before=$(requeues "$k")
+  if ("ev_$ev" "$k"); then ok[$ev]=$((${ok[$ev]:-0} + 1)); elif [ "$ev" != requeue ] && [ "$(requeues "$k")" -gt "$before" ]; then
+    overtaken[$ev]=$((${overtaken[$ev]:-0} + 1))
+    note "event $ev on job ${jobs[k]}: overtaken by a requeue of the job (job $(job_state "${jobs[k]}"))"
+  else
     bad[$ev]=$((${bad[$ev]:-0} + 1))
     note "event $ev on job ${jobs[k]}: failed (job $(job_state "${jobs[k]}"))"
   fi
@@ -168,8 +175,8 @@ stray=$(find "$ckfs"/job0 "$ckfs"/job1 -mindepth 1 -maxdepth 1 ! -name 'step-*' 
 
 timelimit=$(cat "$work"/job1.rank0.log | grep -c 'time limit: --time-limit-margin' || true)
 restarts=$(cat "$work"/job[01].rank0.log | grep -c 'resuming from step' || true)
-report_figure "soak: $minutes minutes, 2 jobs of 2 tasks; events (ok/failed):$(for e in "${events[@]}"; do
-  printf ' %s %d/%d' "$e" "${ok[$e]:-0}" "${bad[$e]:-0}"; done); time-limit requeues of job ${jobs[1]}: $timelimit; resumes: $restarts"
+report_figure "soak: $minutes minutes, 2 jobs of 2 tasks; events (ok/overtaken/failed):$(for e in "${events[@]}"; do
+  printf ' %s %d/%d/%d' "$e" "${ok[$e]:-0}" "${overtaken[$e]:-0}" "${bad[$e]:-0}"; done); time-limit requeues of job ${jobs[1]}: $timelimit; resumes: $restarts"
 failed=0
 for e in "${events[@]}"; do failed=$((failed + ${bad[$e]:-0})); done
 [ "$failed" = 0 ] || fail "$failed events did not end as they should"

@@ -73,6 +73,20 @@ TEST(RestartDecision, NothingIsRestartedThatEndedWellOrThatSlurmEndsOrWithSevera
   EXPECT_TRUE(d.restart) << d.why;
 }
 
+// Found by the soak test: the time limit's margin asked for the checkpoint and exit while the disk
+// was full, the program failed (status 1), and a restart in place trained on until Slurm's time
+// limit ended the job (TIMEOUT, never requeued). Once hydro-launch has asked for the exit, a failure
+// is requeued from the newest checkpoint.
+TEST(RestartDecision, AFailureAfterHydroLaunchAskedForTheExitIsRequeuedNotRestartedInPlace) {
+  for (int status : {exited(1), SIGKILL}) {
+    auto d = decide_restart(with_restarts(3), status, false, "", 0, -1, newest(-1), 1, false, /*exit_asked=*/true);
+    EXPECT_FALSE(d.restart);
+    EXPECT_NE(d.why.find("not restarting it in this allocation: hydro-launch had asked it to checkpoint and exit"),
+              std::string::npos)
+        << d.why;
+  }
+}
+
 // With several tasks, a checkpoint-and-exit is every task's and task 0 requeues once; a hang (or,
 // with --restarts, a failure) is seen by one task alone, whichever it is, and that task requeues.
 TEST(RestartDecision, TheTaskThatSawAHangOrAFailureRequeuesNotOnlyTaskZero) {
