@@ -64,8 +64,8 @@ std::string take_socket_from_env() {
   const char* v = std::getenv(kLaunchSocketEnv);
   std::string name = v ? v : "";
   ::unsetenv(kLaunchSocketEnv);
-  if (name.size() >= sizeof(sockaddr_un::sun_path)) return "";
-  return name;
+  sockaddr_un fits;
+  return launch_socket_address(name, &fits) ? name : "";
 }
 
 // The write end named by the variables, once they are checked; -1 if none. Unsets them.
@@ -90,13 +90,12 @@ int take_pipe_from_env() {
 // One datagram to the report socket at `path`, waiting at most a second for room in its queue
 // (a burst of many workers' reports); the kernel adds who sent it.
 void send_report(const std::string& path, const std::string& message) {
+  sockaddr_un addr;
+  if (!launch_socket_address(path, &addr)) return;
   int s = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (s < 0) return;
   const struct timeval second = {1, 0};
   ::setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &second, sizeof second);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  path.copy(addr.sun_path, sizeof addr.sun_path - 1);
   ssize_t n;
   do {
     n = ::sendto(s, message.data(), message.size(), MSG_NOSIGNAL, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
@@ -119,6 +118,14 @@ void tell(TakenPipe& p, char byte) {
 }
 
 }  // namespace
+
+bool launch_socket_address(const std::string& path, sockaddr_un* out) {
+  *out = sockaddr_un{};
+  out->sun_family = AF_UNIX;
+  if (path.empty() || path.size() >= sizeof out->sun_path) return false;
+  path.copy(out->sun_path, path.size());
+  return true;
+}
 
 void tell_launcher_ready() {
   TakenPipe& p = taken();

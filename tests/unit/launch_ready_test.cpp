@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -110,6 +111,18 @@ TEST(LaunchReady, NeverWritesIntoADescriptorThatIsNotThatPipesWriteEnd) {
   EXPECT_EQ(::read(other[0], &c, 1), 0) << "nothing was written";
   ::close(p[0]);
   ::close(other[0]);
+}
+
+// hydro-launch binds the report socket and the workers send to it through one address: a path
+// that does not fit is refused, never cut short into another path.
+TEST(LaunchReady, TheReportSocketsAddressIsThePathWholeOrNone) {
+  sockaddr_un addr;
+  const std::string fits(sizeof addr.sun_path - 1, 'a');
+  ASSERT_TRUE(launch_socket_address(fits, &addr));
+  EXPECT_EQ(addr.sun_family, AF_UNIX);
+  EXPECT_EQ(std::string(addr.sun_path), fits);
+  EXPECT_FALSE(launch_socket_address(fits + "b", &addr));
+  EXPECT_FALSE(launch_socket_address("", &addr));
 }
 
 }  // namespace

@@ -15,6 +15,10 @@
 // workers' end as that, whatever status their launcher ends with).
 #pragma once
 
+#include <sys/un.h>
+
+#include <string>
+
 namespace hydro {
 
 inline constexpr const char* kLaunchReadyEnv = "HYDRO_LAUNCH_READY_FD";
@@ -25,6 +29,9 @@ inline constexpr const char* kLaunchReadyInoEnv = "HYDRO_LAUNCH_READY_INO";
 // A Unix datagram socket's path, in hydro-launch's private directory: the pipe's route for a
 // worker that lost it.
 inline constexpr const char* kLaunchSocketEnv = "HYDRO_LAUNCH_SOCKET";
+// The report socket's address at `path`, for hydro-launch's bind and the workers' sends alike; false
+// when the path does not fit an address (it is never cut short).
+bool launch_socket_address(const std::string& path, sockaddr_un* out);
 
 inline constexpr char kRuntimeUp = 'r';
 inline constexpr char kRuntimeClosed = 'c';
