@@ -181,6 +181,7 @@ py::dict settings_dict(const Settings& s) {
   d["world_size"] = s.world_size;
   d["suspend_checkpoint"] = s.suspend_checkpoint;
   d["store_timeout_s"] = s.store_timeout_s;
+  d["checkpoint_failure_grace_s"] = s.checkpoint_failure_grace_s;
   return d;
 }
 

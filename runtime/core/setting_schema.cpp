@@ -44,6 +44,9 @@ const std::vector<SettingRow>& settings_schema() {
        "on SIGTSTP, finish the step and checkpoint before pausing when both fit well inside Slurm's 2 s"},
       {"HYDRO_STORE_TIMEOUT", nullptr, nullptr, "SECONDS", K::whole_number, 1, 7 * 24 * 3600, nullptr, "1800",
        "the longest a rank waits for its peers"},
+      {"HYDRO_CKPT_FAILURE_GRACE", nullptr, nullptr, "SECONDS", K::whole_number, 0, 7 * 24 * 3600, nullptr, "60",
+       "how long checkpoints training can go on without (every N steps, requested, before a suspend) may keep "
+       "failing before the step fails; it fails at the third failure in a row that is this long after the first"},
       {"HYDRO_RESUME_FROM", nullptr, nullptr, "DIR", K::absolute_path, 0, 0, nullptr, "",
        "the checkpoint to resume from (hydro-launch sets it)"},
   };

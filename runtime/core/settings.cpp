@@ -96,6 +96,8 @@ Status Settings::from_env(Settings* out, const Getenv& getenv) {
   else if (v == "async")
     s.mode = CheckpointMode::async;
   HYDRO_RETURN_IF_ERROR(read_number(getenv, env_name(Setting::store_timeout), &s.store_timeout_s));
+  HYDRO_RETURN_IF_ERROR(
+      read_number(getenv, env_name(Setting::checkpoint_failure_grace), &s.checkpoint_failure_grace_s));
   HYDRO_RETURN_IF_ERROR(checked(getenv, env_name(Setting::signals), &v));
   HYDRO_RETURN_IF_ERROR(SignalMap::parse(v, env_name(Setting::signals), &s.signals));
   DistEnv dist;

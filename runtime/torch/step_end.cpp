@@ -16,6 +16,7 @@
 #include "hydro/pause_gate.h"
 #include "hydro/watchdog_client.h"
 #include "hydro/runtime.h"
+#include "hydro/setting_schema.h"
 #include "operator_pause.h"
 #include "process_gpu.h"
 #include "raise.h"
@@ -162,13 +163,16 @@ void Runtime::exit_checkpoint(int64_t step) {
       std::to_string(kExitRequeue) + " (requeue)");
 }
 
-// How many checkpoints of step_end in a row may fail before the step fails: a file system full for
-// a moment must not end the job (the soak test), one that stays unwritable must not go unseen.
+// How many checkpoints of step_end in a row may fail, at the least, before the step fails: a file
+// system full for a moment must not end the job (the soak test), one that stays unwritable must not
+// go unseen. HYDRO_CKPT_FAILURE_GRACE bounds the run of failures in time too.
 constexpr int kCheckpointFailuresTolerated = 2;
 
 // A checkpoint training can go on without (every N steps, requested, before a suspend). One that
 // fails leaves the newest committed checkpoint in place: a warning, and the next is tried at its
-// time, up to kCheckpointFailuresTolerated in a row. The exit's own checkpoint is not one of them.
+// time. The step fails at a failure past kCheckpointFailuresTolerated in a row that also comes
+// checkpoint_failure_grace_s or more after the run's first (a count alone would end a job that
+// checkpoints every second on a disk full for 10 s). The exit's own checkpoint is not one of them.
 // In async mode a write fails after save() returned, and is thrown by the next: only a write known
 // to have committed (async_committed_) ends a run of failures. "" when it failed.
 std::string Runtime::save_tolerated(int64_t step) {
@@ -176,9 +180,15 @@ std::string Runtime::save_tolerated(int64_t step) {
   try {
     path = save(step);
   } catch (const std::exception& e) {
-    if (++failed_in_a_row_ > kCheckpointFailuresTolerated) throw;
+    const auto now = std::chrono::steady_clock::now();
+    if (failed_in_a_row_++ == 0) first_failure_ = now;
+    const auto failing = std::chrono::duration_cast<std::chrono::seconds>(now - first_failure_).count();
+    if (failed_in_a_row_ > kCheckpointFailuresTolerated && failing >= settings_.checkpoint_failure_grace_s) throw;
     log("WARNING: checkpoint of step " + std::to_string(step) + " failed (" + std::to_string(failed_in_a_row_) +
-        " in a row; the step fails at " + std::to_string(kCheckpointFailuresTolerated + 1) + "): " + e.what() +
+        " in a row, the first " + std::to_string(failing) + " s ago; the step fails at failure " +
+        std::to_string(kCheckpointFailuresTolerated + 1) + " or later once " +
+        std::to_string(settings_.checkpoint_failure_grace_s) + " s have passed since the first, " +
+        env_name(Setting::checkpoint_failure_grace) + "): " + e.what() +
         "; training goes on, and a restart resumes from the newest committed checkpoint");
     return "";
   }

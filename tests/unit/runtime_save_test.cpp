@@ -270,39 +270,6 @@ TEST_F(RuntimeTest, AFailedFsyncInTheSavePathIsAnErrorAndLatestStaysPut) {
 // A checkpoint of step_end (every N steps) that fails, as on a file system full for a moment (the
 // soak test's), is a warning: training goes on, `latest` stays on the newest committed one, and
 // the next is tried at its time. The third failure in a row fails the step.
-TEST_F(RuntimeTest, AFailedCheckpointEveryNStepsIsAWarningUntilTheThirdInARow) {
-  test::TempDir t;
-  test::FaultFs fs;
-  Settings s = settings(t.path);
-  s.checkpoint_every = 1;
-  Runtime rt(s, fs);
-  auto model = make_model();
-  rt.track("model", *model);
-  auto latest = [&] {
-    std::string l;
-    EXPECT_TRUE(posix_fs().read_link(t.path + "/latest", &l).ok());
-    return l;
-  };
-  EXPECT_TRUE(rt.step_end(1));
-  for (int step : {2, 3}) {
-    fs.fail_write_at = fs.writes;  // ENOSPC
-    ::testing::internal::CaptureStderr();
-    EXPECT_TRUE(rt.step_end(step));
-    const std::string err = ::testing::internal::GetCapturedStderr();
-    EXPECT_NE(err.find("WARNING: checkpoint of step " + std::to_string(step) + " failed"), std::string::npos) << err;
-    EXPECT_EQ(latest(), "step-000000000001");
-  }
-  fs.fail_write_at = -1;
-  EXPECT_TRUE(rt.step_end(4));
-  EXPECT_EQ(latest(), "step-000000000004");
-  for (int step : {5, 6}) {
-    fs.fail_write_at = fs.writes;
-    EXPECT_TRUE(rt.step_end(step));
-  }
-  fs.fail_write_at = fs.writes;
-  EXPECT_THROW(rt.step_end(7), std::runtime_error);
-  EXPECT_EQ(latest(), "step-000000000004");
-}
 
 }  // namespace
 }  // namespace hydro

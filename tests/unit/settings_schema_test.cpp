@@ -35,6 +35,7 @@ TEST(SettingsSchema, EachSettingIsTheRowOfItsVariable) {
       {Setting::direct_io, "HYDRO_CKPT_DIRECT_IO"},
       {Setting::suspend_checkpoint, "HYDRO_SUSPEND_CHECKPOINT"},
       {Setting::store_timeout, "HYDRO_STORE_TIMEOUT"},
+      {Setting::checkpoint_failure_grace, "HYDRO_CKPT_FAILURE_GRACE"},
       {Setting::resume_from, "HYDRO_RESUME_FROM"},
   };
   ASSERT_EQ(names.size(), settings_schema().size()) << "a row without a Setting, or a Setting without a row";

@@ -60,6 +60,8 @@ TEST(Settings, BadValuesNameTheVariable) {
   EXPECT_EQ(parse({{"HYDRO_CKPT_MODE", "sync"}}, &s).message(),
             "HYDRO_CKPT_MODE='sync' is not sync_any, sync_all or async");
   EXPECT_EQ(parse({{"HYDRO_STORE_TIMEOUT", "0"}}, &s).message(), "HYDRO_STORE_TIMEOUT=0 is out of range [1, 604800]");
+  EXPECT_EQ(parse({{"HYDRO_CKPT_FAILURE_GRACE", "1m"}}, &s).message(),
+            "HYDRO_CKPT_FAILURE_GRACE='1m' is not a whole number");
 }
 
 TEST(Settings, CheckpointModeAndStoreTimeout) {

@@ -50,6 +50,7 @@ enum class Setting {
   direct_io,
   suspend_checkpoint,
   store_timeout,
+  checkpoint_failure_grace,
   resume_from,
 };
 

@@ -147,9 +147,10 @@ class Runtime {
   std::chrono::steady_clock::time_point last_step_end_{};
   double last_step_s_ = -1, last_save_s_ = -1;
   int64_t epoch_ = 0;
-  int failed_in_a_row_ = 0;                       // checkpoints of step_end that failed since one committed
-  std::atomic<bool> async_committed_{false};      // an async write committed since step_end last looked
-  std::unique_ptr<TcpStoreServer> store_server_;  // rank 0's; outlives store_
+  int failed_in_a_row_ = 0;                              // checkpoints of step_end that failed since one committed
+  std::chrono::steady_clock::time_point first_failure_;  // the first of those
+  std::atomic<bool> async_committed_{false};             // an async write committed since step_end last looked
+  std::unique_ptr<TcpStoreServer> store_server_;         // rank 0's; outlives store_
   std::unique_ptr<RankStore> store_;
   std::unique_ptr<CheckpointGroup> group_;  // sync modes with several ranks
   std::unique_ptr<TensorPool> pool_;        // async mode: host copies, reused
