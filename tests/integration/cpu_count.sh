@@ -32,7 +32,7 @@ got=$(grep -oP '^weights_digest=\K\w+' "$work/same.log")
 note "resumed with --cpus-per-task=2: weights_digest=$got equals the run never interrupted, no warning"
 
 HYDRO_CKPT_DIR=$work/one srun -c 1 "$launch" -- "$train" "${args[@]}" >"$work/fewer.log" 2>&1 || fail "the resume on 1 CPU failed"
-if ! ldd "$train" | grep -q libopenblas; then
+if ! grep -q libopenblas <<<"$(ldd "$train")"; then
   grep -q 'other thread counts' "$work/fewer.log" && fail "a resume on 1 CPU warned, with no pool sized by the CPUs"
   got=$(grep -oP '^weights_digest=\K\w+' "$work/fewer.log")
   [ "$got" = "$want" ] || fail "weights on 1 CPU differ with the same thread counts: $got, uninterrupted $want"

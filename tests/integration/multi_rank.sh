@@ -66,7 +66,7 @@ wait_every_rank 'resume requested by SIGUSR2' 1 20
 wait_ranks_advance 50
 
 wait_state "$job" COMPLETED 600
-cat "$(rank_log 0)" "$(rank_log 1)" | grep -qiE 'timed out|Connection closed|hang:' &&
+grep -qiE 'timed out|Connection closed|hang:' "$(rank_log 0)" "$(rank_log 1)" &&
   fail "a rank timed out while its peer paused"
 mapfile -t got < <(cat "$(rank_log 0)" "$(rank_log 1)" | grep -oP '^weights_digest=\K\w+')
 [ ${#got[@]} = 2 ] || fail "the job printed ${#got[@]} digests, not 2"

@@ -30,7 +30,7 @@ done
 grep -q 'License-Expression: Apache-2.0' <<<"$listing" || fail "the wheel's metadata names no Apache-2.0 license"
 [ -f "$site/hydro-autopause.pth" ] || fail "pip install put no hydro-autopause.pth in $site"
 # HYDRO_GPU_RELEASE=full's helper, beside libhydro where the runtime looks for it, and runnable.
-"$site/hydro/hydro-cuda-checkpoint" --help | grep -q '^usage: hydro-cuda-checkpoint' ||
+grep -q '^usage: hydro-cuda-checkpoint' <<<"$("$site/hydro/hydro-cuda-checkpoint" --help)" ||
   fail "the wheel's hydro-cuda-checkpoint does not run"
 where=$(cd / && env -u PYTHONPATH "$work/venv/bin/python" -c 'import hydro, torch; print(hydro.__file__, torch.__version__)') ||
   fail "the venv cannot import hydro"

@@ -120,7 +120,7 @@ ev_slurmd() {
   for _ in $(seq 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
   slurmd -f "$SLURM_CONF" || return 1
   for _ in $(seq 100); do
-    sinfo -h -N -o %T 2>/dev/null | grep -qE '^(mixed|allocated|idle)$' && return 0
+    grep -qE '^(mixed|allocated|idle)$' <<<"$(sinfo -h -N -o %T 2>/dev/null)" && return 0
     sleep 0.2
   done
   return 1
