@@ -25,7 +25,7 @@ if err=$(sbatch --hydro-pause=banana --wrap true 2>&1); then fail "sbatch --hydr
 grep -q "\-\-hydro-pause: 'banana' is not on or off" <<<"$err" || fail "unexpected sbatch message: $err"
 note "--hydro-pause=banana is refused at submit time by srun and sbatch, naming the option"
 
-# Whole outputs first: `cmd | grep -q` under pipefail fails when grep stops reading early.
+# Whole outputs first: under pipefail, grep -q on a pipe fails when it stops reading early.
 help=$(srun --help 2>&1) || true
 grep -q -- '--hydro-pause=on|off' <<<"$help" || fail "srun --help does not list --hydro-pause"
 help=$(sbatch --help 2>&1) || true

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The tree's shape, as a test: every tracked C++ file follows .clang-format, no source file is
 # over 400 lines, and no function over 60 (a longer one says why in the comment above it, with
-# "over the 60"). Needs clang-format and universal-ctags (scripts/setup installs both).
+# "over the 60"), and no shell script pipes into grep -q. Needs clang-format and universal-ctags (scripts/setup installs both).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top"
@@ -45,9 +45,16 @@ for path in sys.stdin.read().split():
             print(f"{path}:{node.lineno}: {node.name} has {node.end_lineno - node.lineno + 1} lines (at most 60)")
 '
 })
+# A shell script under pipefail fails when grep -q stops reading a pipe early (SIGPIPE upstream).
+early=$(git ls-files '*.sh' 'scripts/*' '.ci/*' | xargs grep -nE '(^|[^|])\|[[:space:]]*grep[[:space:]]+-[a-zA-Z]*q' /dev/null || true)
+if [ -n "$early" ]; then
+  echo "$early" >&2
+  echo "style: the lines above pipe into grep -q; read the output whole first (grep -q PAT <<<\"\$(cmd)\")" >&2
+  fail=1
+fi
 if [ -n "$long" ]; then
   echo "$long" >&2
   fail=1
 fi
-[ "$fail" = 0 ] && echo "style: every C++ file formatted, no file over 400 lines, no function over 60"
+[ "$fail" = 0 ] && echo "style: every C++ file formatted, no file over 400 lines, no function over 60, no pipe into grep -q"
 exit "$fail"
