@@ -36,6 +36,10 @@ class PosixFile final : public WritableFile {
     if (::fsync(fd_) != 0) sync_error_ = errno_status("fsync " + path_);
     return sync_error_;
   }
+  Status start_sync() override {
+    if (!behind_) return Status::invalid_argument("write " + path_ + ": the file is closed");
+    return behind_->drain_and_start_writeback();
+  }
   Status close() override {
     if (!behind_) return Status::invalid_argument("close " + path_ + ": already closed");
     Status drained = behind_->drain();

@@ -136,6 +136,16 @@ Status WriteBehind::drain() {
   return error_;
 }
 
+Status WriteBehind::drain_and_start_writeback() {
+  HYDRO_RETURN_IF_ERROR(drain());
+  // The writer thread is idle once drained: kicked_ and written_ are the caller's until the next
+  // append. A failed hint is not an error: fsync reports what matters.
+  if (written_ > kicked_)
+    ::sync_file_range(fd_, static_cast<off_t>(kicked_), static_cast<off_t>(written_ - kicked_), SYNC_FILE_RANGE_WRITE);
+  kicked_ = written_;
+  return Status::OK();
+}
+
 void WriteBehind::run() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {

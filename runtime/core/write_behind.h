@@ -45,6 +45,8 @@ class WriteBehind {
   Status append(const void* data, size_t n);
   // Returns once all appended bytes are written (not synced), with the first write error.
   Status drain();
+  // drain(), then starts writeback of every byte not yet under way, without waiting for it.
+  Status drain_and_start_writeback();
 
  private:
   struct Buffer {

@@ -4,27 +4,21 @@
 
 #include <ATen/Parallel.h>
 
-#include <atomic>
-
 namespace hydro {
 namespace {
 
 // OpenBLAS, where torch's BLAS is it (Debian's libtorch: libblas.so.3 from openblas-pthread,
-// which loads libopenblas.so.0). Looked up, not linked: a torch built on MKL has none.
-// Looked up until found (dlopen and dlclose cost a checkpoint about 150 µs), then kept: the handle
-// stays open, so the function stays where it is.
+// which loads libopenblas.so.0). Looked up, not linked: a torch built on MKL has none. Looked up
+// once (a dlopen costs a checkpoint about 150 µs): torch's BLAS is loaded with libtorch, before
+// hydro. The handle stays open, so the function stays where it is.
 int openblas_threads() {
   using Getter = int (*)();
-  static std::atomic<Getter> found{nullptr};
-  Getter getter = found.load(std::memory_order_acquire);
-  if (!getter) {
+  static const Getter getter = [] {
     void* lib = ::dlopen("libopenblas.so.0", RTLD_LAZY | RTLD_NOLOAD);
-    getter = reinterpret_cast<Getter>(::dlsym(lib ? lib : RTLD_DEFAULT, "openblas_get_num_threads"));
-    if (getter)
-      found.store(getter, std::memory_order_release);
-    else if (lib)
-      ::dlclose(lib);
-  }
+    auto found = reinterpret_cast<Getter>(::dlsym(lib ? lib : RTLD_DEFAULT, "openblas_get_num_threads"));
+    if (!found && lib) ::dlclose(lib);
+    return found;
+  }();
   const int n = getter ? getter() : 0;
   return n > 0 ? n : 0;
 }

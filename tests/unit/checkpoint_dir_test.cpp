@@ -207,6 +207,30 @@ TEST(CheckpointDir, FailedFileFsyncIsNotCommittedAndNotRetried) {
   EXPECT_EQ(latest_of(t.path), "step-000000000001");
 }
 
+// One file goes to disk while the next is filled: the fsyncs come after the last file, all of them
+// before the manifest that names the files.
+TEST(CheckpointDir, FilesAreFsyncedTogetherAfterTheLastAndBeforeTheManifest) {
+  TempDir t;
+  FaultFs fs;
+  CheckpointDir dir(t.path, fs);
+  ASSERT_TRUE(dir.open().ok());
+  int syncs_at_manifest = -1;
+  fs.on_new_writable = [&](const std::string& path) {
+    if (path.size() >= 14 && path.compare(path.size() - 14, 14, "/manifest.json") == 0) syncs_at_manifest = fs.syncs;
+  };
+  std::unique_ptr<CheckpointWriter> w;
+  ASSERT_TRUE(dir.begin(1, &w).ok());
+  ASSERT_TRUE(w->write_file("model.pt", "weights").ok());
+  ASSERT_TRUE(w->write_file("optimizer.pt", "moments").ok());
+  EXPECT_EQ(fs.syncs, 0) << "finishing a file starts its writeback; the fsync waits for the commit";
+  ASSERT_TRUE(w->commit().ok());
+  EXPECT_EQ(syncs_at_manifest, 2) << "both files fsynced before the manifest is written";
+  EXPECT_EQ(fs.syncs, 3) << "then the manifest";
+  Manifest m;
+  ASSERT_TRUE(dir.verify("step-000000000001", &m).ok());
+  EXPECT_EQ(m.files.size(), 2u);
+}
+
 TEST(CheckpointDir, FsyncFailureAfterTheRenameIsDurabilityUncertain) {
   TempDir t;
   FaultFs fs;

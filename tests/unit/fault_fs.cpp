@@ -19,6 +19,7 @@ class FaultFile : public WritableFile {
     if (fs_.syncs++ == fs_.fail_sync_at) return Status::from_errno(EIO, "fsync " + path_);
     return real_->sync();
   }
+  Status start_sync() override { return real_->start_sync(); }
   Status close() override { return real_->close(); }
 
  private:

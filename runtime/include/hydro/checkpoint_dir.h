@@ -45,7 +45,9 @@ class FileSink {
  public:
   ~FileSink();
   Status append(const void* data, size_t size);
-  // fsyncs and closes the file and records its size and hash in the manifest.
+  // Ends the file, starts its writeback and records its size and hash in the manifest. It is
+  // fsynced and closed with the checkpoint's other files, by commit() or sync_subdir(), so that
+  // one file goes to disk while the next is filled.
   Status finish();
 
  private:
@@ -65,7 +67,7 @@ class CheckpointWriter {
   ~CheckpointWriter();
   // Starts a file of the checkpoint, to be filled by appends (no copy of the whole state).
   Status open_file(const std::string& name, std::unique_ptr<FileSink>* out);
-  // Writes one whole file into the checkpoint and fsyncs it.
+  // Writes one whole file into the checkpoint (fsynced as FileSink::finish() says).
   Status write_file(const std::string& name, const void* data, size_t size);
   Status write_file(const std::string& name, const std::string& bytes) {
     return write_file(name, bytes.data(), bytes.size());
@@ -83,7 +85,7 @@ class CheckpointWriter {
   // Shards (hydro/checkpoint_group.h): the files opened from now on go into `sub`/ (e.g. "rank-1"),
   // named "rank-1/model.pt" in the manifest.
   Status set_subdir(const std::string& sub);
-  // fsyncs the shard's directory: call when the shard's files are finished.
+  // fsyncs the finished files and the shard's directory: call when the shard's files are finished.
   Status sync_subdir();
   // The files finished so far (sizes and hashes), and files other ranks wrote into this staging
   // directory, added to the manifest by the committing rank.
@@ -104,11 +106,13 @@ class CheckpointWriter {
   friend class CheckpointDir;
   friend class FileSink;
   CheckpointWriter(CheckpointDir* dir, std::string staging, int64_t step, bool owner);
+  Status sync_files();  // fsyncs and closes the files finished since the last call
   CheckpointDir* dir_;
   std::string staging_;
   std::string subdir_;
   bool owner_;  // created the staging directory: commits it, or removes it if never committed
   Manifest manifest_;
+  std::vector<std::unique_ptr<WritableFile>> unsynced_;  // finished, writeback started
   bool done_ = false;
   bool prune_ = true;
 };

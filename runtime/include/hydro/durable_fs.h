@@ -17,6 +17,9 @@ class WritableFile {
   virtual ~WritableFile() = default;
   virtual Status append(const void* data, size_t n) = 0;
   virtual Status sync() = 0;  // fsync; never retried into success
+  // Writes out what is buffered and starts its writeback without waiting for it. sync() still
+  // makes the file durable; meanwhile a writer can fill the next file while this one goes to disk.
+  virtual Status start_sync() { return Status::OK(); }
   virtual Status close() = 0;
 };
 
