@@ -6,8 +6,10 @@ that owns parameters; each checks a flag that SIGUSR1/SIGUSR2 handlers (Python's
 set, and sleep-polls every 1 ms while paused.
 
   1. step overhead, armed and not paused: no hydro vs hydro (a Runtime: handlers and watcher, no
-     operator callback until a pause) vs the peer's hooks; interleaved blocks, medians of the
-     paired ratios;
+     operator callback until a pause) vs hydro watching a process group's timeout (its hang
+     watch, hydro/hang_watch.h), both while steps end and between two steps (an evaluation: no
+     step for over half the timeout, when the watch probes for operators) vs the peer's hooks;
+     interleaved blocks, medians of the paired ratios;
   2. pause latency, signal sent -> the training thread blocked (hydro: at an operator; peer: in
      its hook's sleep loop), p50/p99;
   3. resume latency, signal sent -> the training thread running again, p50/p99;
@@ -18,6 +20,7 @@ process sends the signals, as Slurm does.
 Usage: .venv/bin/python bench/python_pause_bench.py [--blocks N] [--pauses N]"""
 import argparse
 import ctypes
+import datetime
 import os
 import random
 import signal
@@ -95,25 +98,37 @@ def overhead(name, dims, batch, blocks, steps):
     net, step = model(dims, batch)
     for _ in range(50):
         step()
-    ratios = {"hydro": [], "peer": []}
+    ratios = {"hydro": [], "watch": [], "probing": [], "peer": []}
     for _ in range(blocks):
-        order = ["none", "hydro", "peer"]
+        order = ["none", "hydro", "watch", "probing", "peer"]
         random.shuffle(order)
         t = {}
         for v in order:
             if v == "hydro":
                 with hydro.Runtime():
                     t[v] = time_steps(step, steps)
+            elif v == "watch":
+                with hydro.Runtime() as rt:
+                    rt._watch_collectives(datetime.timedelta(minutes=30))  # as a process group's creation does
+                    rt.step_end(1)  # the watch counts from the first step's end
+                    t[v] = time_steps(step, steps)
+            elif v == "probing":
+                with hydro.Runtime() as rt:
+                    rt._watch_collectives(datetime.timedelta(seconds=1))
+                    rt.step_end(1)
+                    time.sleep(0.6)  # past half the timeout: the watch probes for operators from now on
+                    t[v] = time_steps(step, steps)  # an evaluation: operators, no step's end
             elif v == "peer":
                 p = Peer(net)
                 t[v] = time_steps(step, steps)
                 p.close()
             else:
                 t[v] = time_steps(step, steps)
-        ratios["hydro"].append(t["hydro"] / t["none"])
-        ratios["peer"].append(t["peer"] / t["none"])
-    h, p = statistics.median(ratios["hydro"]), statistics.median(ratios["peer"])
-    print(f"{name}: step overhead armed, not paused: hydro {100 * (h - 1):+.2f}%  peer {100 * (p - 1):+.2f}%"
+        for v in ratios:
+            ratios[v].append(t[v] / t["none"])
+    h, w, e, p = (statistics.median(ratios[v]) for v in ("hydro", "watch", "probing", "peer"))
+    print(f"{name}: step overhead armed, not paused: hydro {100 * (h - 1):+.2f}%  hydro watching a group's "
+          f"timeout {100 * (w - 1):+.2f}% (between steps: {100 * (e - 1):+.2f}%)  peer {100 * (p - 1):+.2f}%"
           f"  ({blocks} blocks of {steps} steps)", flush=True)
 
 

@@ -46,8 +46,12 @@ std::chrono::milliseconds RunningDeadline::next_wait() {
 }
 
 HangWatch::HangWatch(std::chrono::milliseconds timeout, OnHang on_hang, std::chrono::milliseconds poll,
-                     std::function<bool()> held)
-    : timeout_(timeout), on_hang_(std::move(on_hang)), poll_(poll), held_(held ? std::move(held) : pause_pending) {
+                     std::function<bool()> held, WorkSignal* work)
+    : timeout_(timeout),
+      on_hang_(std::move(on_hang)),
+      poll_(poll),
+      held_(held ? std::move(held) : pause_pending),
+      work_(work) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -75,7 +79,12 @@ void HangWatch::run() {
       clock.restart(now);
       continue;
     }
-    clock.observe(now, held_());
+    const bool held = held_();
+    clock.observe(now, held);
+    if (work_ && !held && clock.running() >= timeout_ / 2 && working(lock)) {
+      clock.restart(Clock::now());
+      continue;
+    }
     if (clock.running() >= timeout_) {
       using Seconds = std::chrono::duration<double>;
       lock.unlock();
@@ -83,6 +92,14 @@ void HangWatch::run() {
       return;
     }
   }
+}
+
+// The probe may take half a poll: the destructor need not wait for it to set stop_.
+bool HangWatch::working(std::unique_lock<std::mutex>& lock) {
+  lock.unlock();
+  const bool w = work_->working(poll_ / 2);
+  lock.lock();
+  return w;
 }
 
 }  // namespace hydro

@@ -15,6 +15,7 @@
 #include "hydro/hang_watch.h"
 #include "hydro/tcp_store.h"
 #include "compute_threads.h"
+#include "operator_heartbeat.h"
 #include "operator_pause.h"
 #include "snapshot.h"
 #include "tracked.h"
@@ -83,6 +84,7 @@ Runtime::~Runtime() {
   // cut the teardown short once the handlers are gone (stop_signals, below).
   tell_launcher_closed();
   hang_watch_.reset();  // the teardown below is no step: it may take long
+  heartbeat_.reset();
   try {
     wait_idle();
   } catch (const std::exception& e) {

@@ -17,6 +17,7 @@
 #include "hydro/watchdog_client.h"
 #include "hydro/runtime.h"
 #include "hydro/setting_schema.h"
+#include "operator_heartbeat.h"
 #include "operator_pause.h"
 #include "process_gpu.h"
 #include "raise.h"
@@ -218,7 +219,7 @@ std::string secs(double s) {
 // does not end it, it exits kExitWatchdog.
 [[noreturn]] void end_hung(double running_s, double held_s, std::chrono::milliseconds timeout) {
   log("hang: no step ended in " + secs(running_s) + " of running time (" + secs(held_s) +
-      " held, not counted), over the process groups' timeout of " +
+      " held, not counted), and no operator ran in its second half, over the process groups' timeout of " +
       secs(std::chrono::duration<double>(timeout).count()) +
       " that hydro watches in torch's place: a rank is hung; ending this one");
   WatchdogClient watchdog;
@@ -232,8 +233,10 @@ std::string secs(double s) {
 void Runtime::watch_collectives(std::chrono::milliseconds timeout) {
   hang_watch_.reset();
   if (timeout.count() <= 0) return;
+  if (!heartbeat_) heartbeat_ = std::make_unique<OperatorHeartbeat>();
   hang_watch_ = std::make_unique<HangWatch>(
-      timeout, [timeout](double running_s, double held_s) { end_hung(running_s, held_s, timeout); });
+      timeout, [timeout](double running_s, double held_s) { end_hung(running_s, held_s, timeout); },
+      std::chrono::milliseconds(200), nullptr, heartbeat_.get());
   log("the process groups' timeout (" + secs(std::chrono::duration<double>(timeout).count()) +
       ") is watched by hydro in running time: a hold of any length is no hang");
 }

@@ -3,7 +3,9 @@
 # when the test holds or stops them. Prints "done <value>"; the value is 2^(steps+1) - 2.
 # `split` all-reduces over a group that torch.distributed.device_mesh's own split_group makes (it
 # took torch's at its import, before hydro's; FSDP2 and DeviceMesh make their groups so).
-#   hold_proof_worker.py plain|runtime_first|group_first|split RANK PORT STEPS SLOW_STEP
+# `eval`: after SLOW_STEP, each rank evaluates for 3 times the timeout: operators, no collective
+# and no step end (torch's timeout, per collective, would not end it; nor may hydro's watch).
+#   hold_proof_worker.py plain|runtime_first|group_first|split|eval RANK PORT STEPS SLOW_STEP
 import datetime
 import sys
 import time
@@ -23,9 +25,16 @@ def join():
                             timeout=datetime.timedelta(seconds=2))
 
 
+def evaluate(seconds):
+    x, w = torch.ones(32, 32), torch.eye(32)
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        x = x @ w
+
+
 rt = None
 group = None
-if mode in ("runtime_first", "split"):
+if mode in ("runtime_first", "split", "eval"):
     rt = hydro.Runtime()
     join()
     if mode == "split":
@@ -40,6 +49,8 @@ for step in range(1, steps + 1):
     if rank == 1 and step == slow_step:
         print("slow", flush=True)
         time.sleep(1.5)
+    if mode == "eval" and step == slow_step + 1:
+        evaluate(seconds=6)
     t += 1
     dist.all_reduce(t, group=group)
     if rt is not None:

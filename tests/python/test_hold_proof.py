@@ -106,6 +106,17 @@ def test_a_rank_stopped_alone_is_caught_as_a_hang(tmp_path):
     assert "over the process groups' timeout of 2.0 s" in err, err
 
 
+def test_an_evaluation_longer_than_the_timeout_is_no_hang(tmp_path):
+    # Operators run and no step ends for 3 times the timeout: work goes on, as hydro's operator
+    # heartbeat sees (before it, hydro's watch ended both ranks as hung).
+    ranks = start("eval", tmp_path)
+    codes, out = finish(ranks)
+    assert codes == [0, 0], out
+    for o, err in out:
+        assert o.strip().endswith(DONE), out
+        assert "hang:" not in err, out
+
+
 NCCL_CHECK = r'''
 import datetime, json, os, socket
 import torch, torch.distributed as dist

@@ -96,6 +96,43 @@ TEST(HangWatch, ProgressKeepsItQuiet) {
   EXPECT_FALSE(fired.load());
 }
 
+// Work between two steps (an operator starts), as the test sets it; counts the probes.
+struct FakeWork final : WorkSignal {
+  std::atomic<bool> busy{false};
+  std::atomic<int> probes{0};
+  bool working(std::chrono::milliseconds) override {
+    ++probes;
+    return busy.load();
+  }
+};
+
+TEST(HangWatch, WhileStepsEndInTimeItNeverProbesForWork) {
+  FakeWork work;
+  HangWatch w(
+      200ms, [](double, double) {}, 10ms, [] { return false; }, &work);
+  for (int i = 0; i < 100; ++i) {  // 1 s of steps of 10 ms
+    w.progress();
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(work.probes.load(), 0) << "a probe costs the operators it sees, so none while steps end";
+}
+
+// An evaluation: operators run, no step ends for ten times the timeout. Then the rank blocks (a
+// collective whose peer is gone): caught.
+TEST(HangWatch, WorkBetweenStepsKeepsItQuietAndItsEndCountsAgain) {
+  FakeWork work;
+  std::atomic<bool> fired{false};
+  HangWatch w(
+      100ms, [&](double, double) { fired = true; }, 10ms, [] { return false; }, &work);
+  w.progress();
+  work.busy = true;
+  std::this_thread::sleep_for(1s);
+  EXPECT_FALSE(fired.load());
+  EXPECT_GT(work.probes.load(), 0);
+  work.busy = false;
+  EXPECT_TRUE(eventually([&] { return fired.load(); }));
+}
+
 TEST(HangWatch, AHoldCountsNothingAndItsEndCountsAgain) {
   std::atomic<bool> held{true}, fired{false};
   HangWatch w(

@@ -3,7 +3,9 @@
 // (hydro.groups) and watches for the hang itself here, with the user's timeout.
 //
 // Running time is the time since the last progress() (the end of a step; nothing counts before the
-// first, which may include a resume or a compile that the ranks do at once), less the time the job
+// first, which may include a resume or a compile that the ranks do at once) or since the last poll
+// that found work going on (WorkSignal: an operator ran, so that an evaluation between two steps
+// is no hang, as torch's own timeout, per collective, would not end it), less the time the job
 // was held: while the PauseGate has a pause pending (SIGTSTP, hydroctl pause, the map's pause
 // signal), and any gap between the watch's own polls longer than `max_gap` (the process was
 // stopped: SIGSTOP, a cgroup freeze). A rank stopped alone is no hold for its peers: their
@@ -70,6 +72,15 @@ class RunningDeadline {
   std::function<bool()> held_;
 };
 
+// Work going on between two steps. Asked only once no step has ended for half the timeout: while
+// steps end, it costs nothing.
+class WorkSignal {
+ public:
+  virtual ~WorkSignal() = default;
+  // Whether work goes on now: it may watch for up to `within`.
+  virtual bool working(std::chrono::milliseconds within) = 0;
+};
+
 class HangWatch {
  public:
   using Clock = RunningClock::Clock;
@@ -77,8 +88,10 @@ class HangWatch {
   using OnHang = std::function<void(double running_s, double held_s)>;
 
   // `held` says whether the job is held now (default: the PauseGate has a pause pending).
+  // `work` (not owned; it outlives the watch), or none: only a step's end is progress.
   HangWatch(std::chrono::milliseconds timeout, OnHang on_hang,
-            std::chrono::milliseconds poll = std::chrono::milliseconds(200), std::function<bool()> held = nullptr);
+            std::chrono::milliseconds poll = std::chrono::milliseconds(200), std::function<bool()> held = nullptr,
+            WorkSignal* work = nullptr);
   ~HangWatch();  // stops the thread
   HangWatch(const HangWatch&) = delete;
   HangWatch& operator=(const HangWatch&) = delete;
@@ -89,11 +102,13 @@ class HangWatch {
 
  private:
   void run();
+  bool working(std::unique_lock<std::mutex>& lock);
 
   std::chrono::milliseconds timeout_;
   OnHang on_hang_;
   std::chrono::milliseconds poll_;
   std::function<bool()> held_;
+  WorkSignal* work_;
   std::atomic<uint64_t> progress_{0};
   std::mutex mutex_;
   std::condition_variable wake_;

@@ -54,6 +54,7 @@
 namespace hydro {
 
 class HangWatch;
+class OperatorHeartbeat;
 class RankStore;
 class TcpStoreServer;
 class CheckpointGroup;
@@ -163,7 +164,8 @@ class Runtime {
   // Deleting old checkpoints (HYDRO_KEEP_LAST) runs here after save() returns, so training goes on
   // meanwhile; the next save() waits for it, so it never races a commit.
   BackgroundJob pruner_;
-  std::unique_ptr<HangWatch> hang_watch_;  // watch_collectives()
+  std::unique_ptr<OperatorHeartbeat> heartbeat_;  // watch_collectives(): asked by hang_watch_, outlives it
+  std::unique_ptr<HangWatch> hang_watch_;         // watch_collectives()
 };
 
 // atomic_save: torch::save(value, path) made atomic and durable. The archive is streamed to
