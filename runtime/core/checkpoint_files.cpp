@@ -46,6 +46,7 @@ Status FileSink::finish() {
   finished_ = true;
   HYDRO_RETURN_IF_ERROR(file_->start_sync());
   owner_->unsynced_.push_back(std::move(file_));
+  if (owner_->unsynced_.size() >= CheckpointWriter::kMostUnsynced) HYDRO_RETURN_IF_ERROR(owner_->sync_files());
   owner_->manifest_.files.push_back({name_, size_, XXH64_digest(hash_)});
   return Status::OK();
 }

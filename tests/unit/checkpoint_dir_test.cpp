@@ -231,6 +231,20 @@ TEST(CheckpointDir, FilesAreFsyncedTogetherAfterTheLastAndBeforeTheManifest) {
   EXPECT_EQ(m.files.size(), 2u);
 }
 
+TEST(CheckpointDir, ManyFilesAreFsyncedInBatchesSoFewStayOpen) {
+  TempDir t;
+  FaultFs fs;
+  CheckpointDir dir(t.path, fs);
+  ASSERT_TRUE(dir.open().ok());
+  std::unique_ptr<CheckpointWriter> w;
+  ASSERT_TRUE(dir.begin(1, &w).ok());
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(w->write_file("f" + std::to_string(i), "x").ok());
+  EXPECT_EQ(fs.syncs, 64) << "a batch of 64 open files is fsynced and closed; the rest wait for the commit";
+  ASSERT_TRUE(w->commit().ok());
+  EXPECT_EQ(fs.syncs, 101);
+  ASSERT_TRUE(dir.verify("step-000000000001").ok());
+}
+
 TEST(CheckpointDir, FsyncFailureAfterTheRenameIsDurabilityUncertain) {
   TempDir t;
   FaultFs fs;

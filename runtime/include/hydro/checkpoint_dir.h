@@ -112,7 +112,9 @@ class CheckpointWriter {
   std::string subdir_;
   bool owner_;  // created the staging directory: commits it, or removes it if never committed
   Manifest manifest_;
-  std::vector<std::unique_ptr<WritableFile>> unsynced_;  // finished, writeback started
+  // Finished, writeback started; open until fsynced, so at most kMostUnsynced (then all are fsynced).
+  static constexpr size_t kMostUnsynced = 64;
+  std::vector<std::unique_ptr<WritableFile>> unsynced_;
   bool done_ = false;
   bool prune_ = true;
 };
