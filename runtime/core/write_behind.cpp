@@ -139,11 +139,16 @@ Status WriteBehind::drain() {
 Status WriteBehind::drain_and_start_writeback() {
   HYDRO_RETURN_IF_ERROR(drain());
   // The writer thread is idle once drained: kicked_ and written_ are the caller's until the next
-  // append. A failed hint is not an error: fsync reports what matters.
-  if (written_ > kicked_)
-    ::sync_file_range(fd_, static_cast<off_t>(kicked_), static_cast<off_t>(written_ - kicked_), SYNC_FILE_RANGE_WRITE);
-  kicked_ = written_;
+  // append.
+  if (written_ > kicked_) start_writeback();
   return Status::OK();
+}
+
+// Starts writeback of what is written since the last start, without waiting for it. A failed
+// hint is not an error: fsync reports what matters.
+void WriteBehind::start_writeback() {
+  ::sync_file_range(fd_, static_cast<off_t>(kicked_), static_cast<off_t>(written_ - kicked_), SYNC_FILE_RANGE_WRITE);
+  kicked_ = written_;
 }
 
 void WriteBehind::run() {
@@ -203,10 +208,7 @@ Status WriteBehind::write_out(const Buffer& b) {
   }
   // Start writeback of what is written so far, without waiting for it, so that the final fsync
   // has little left to do. It may block while the device queue is full: that is this thread.
-  if (!direct_ && written_ - kicked_ >= kBufferBytes) {
-    ::sync_file_range(fd_, static_cast<off_t>(kicked_), static_cast<off_t>(written_ - kicked_), SYNC_FILE_RANGE_WRITE);
-    kicked_ = written_;
-  }
+  if (!direct_ && written_ - kicked_ >= kBufferBytes) start_writeback();
   return Status::OK();
 }
 

@@ -65,6 +65,7 @@ class WriteBehind {
   Status fail(const Status& s);  // records the first error; returns the recorded one
   void run();
   Status write_out(const Buffer& b);  // on the writer thread, or on the caller's before it starts
+  void start_writeback();             // of [kicked_, written_), by whoever owns them (above)
   void try_direct();
   Status end_direct();
 

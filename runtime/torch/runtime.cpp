@@ -84,7 +84,6 @@ Runtime::~Runtime() {
   // cut the teardown short once the handlers are gone (stop_signals, below).
   tell_launcher_closed();
   hang_watch_.reset();  // the teardown below is no step: it may take long
-  heartbeat_.reset();
   try {
     wait_idle();
   } catch (const std::exception& e) {
