@@ -107,12 +107,29 @@ std::function<void(const std::string&)> path_reader(py::function read) {
   };
 }
 
+// `compose(staging, files)` in Python, returning bytes (b"": no file), as a Composer.
+Composer composer(py::function compose) {
+  return [fn = hold(std::move(compose))](const std::string& staging, const std::vector<std::string>& files,
+                                         std::string* bytes) -> Status {
+    py::gil_scoped_acquire gil;
+    try {
+      *bytes = (*fn)(staging, files).cast<std::string>();
+    } catch (py::error_already_set& e) {
+      return Status::io(error_text(e));
+    } catch (const py::cast_error& e) {
+      return Status::io(std::string("the composer returned no bytes: ") + e.what());
+    }
+    return Status::OK();
+  };
+}
+
 // Async checkpoints of Python objects. On the training thread, hydro/snapshot.py copies the state's
 // tensors into reused CPU buffers and pickles the structure exactly as torch.save does, keeping each
 // record of the zip file torch.save would write: ("data.pkl", bytes) or ("data/N", address, size) of
 // a copied storage. Here, on the background thread and without the GIL, the records become that
 // zip file through libtorch's own writer (CRC32 and all). `keep` holds the copies until then.
-// Python may instead hand over the whole file, serialized in memory: ("bytes", data).
+// Python may instead hand over the whole file, serialized in memory: ("bytes", data), or a function
+// that writes the file from copies it holds, called here with the GIL: ("stream", write).
 struct ZipRecord {
   std::string name, bytes;
   const void* data = nullptr;
@@ -143,6 +160,7 @@ std::function<StreamWriter()> capturer(py::function capture) {
   return [fn = hold(std::move(capture))]() -> StreamWriter {
     py::gil_scoped_acquire gil;
     py::tuple got = (*fn)();
+    if (got[0].cast<std::string>() == "stream") return stream_writer(got[1].cast<py::function>());
     if (got[0].cast<std::string>() == "bytes") {
       auto bytes = std::make_shared<std::string>(got[1].cast<std::string>());
       return [bytes](const ByteSink& sink) { return sink(bytes->data(), bytes->size()); };
@@ -198,6 +216,10 @@ void bind_runtime(py::module_& m) {
                             capture.is_none() ? nullptr : capturer(capture.cast<py::function>()));
           },
           py::arg("name"), py::arg("write"), py::arg("read"), py::arg("capture") = py::none())
+      .def(
+          "compose_dcp_metadata",
+          [](Runtime& rt, py::function compose) { rt.compose_dcp_metadata(composer(std::move(compose))); },
+          py::arg("compose"))
       .def("resume", &Runtime::resume, py::call_guard<py::gil_scoped_release>())
       .def("allow_reshard", &Runtime::allow_reshard)
       .def("step_end", &Runtime::step_end, py::arg("step"), py::call_guard<py::gil_scoped_release>())

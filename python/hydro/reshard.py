@@ -1,27 +1,29 @@
-"""Sharded state (DTensor: FSDP2's fully_shard, tensor parallelism) that any number of ranks resumes.
+"""Sharded state (DTensor: FSDP2's fully_shard, tensor parallelism) that any number of ranks resumes,
+and that torch.distributed.checkpoint (DCP) loads.
 
-Each rank's file holds its own chunks and where each lies in its whole tensor, as DCP's save planner
-(torch.distributed.checkpoint) cuts the state: plain tuples, tensors and bytes, which
-torch.load(weights_only=True) reads. Nothing is gathered and nothing is communicated, at the save
-or at the resume. On the checkpoint's number of ranks a rank reads its own file alone. On another,
-it reads every rank's file (memory-mapped: only the bytes it needs), merges their chunk lists into
+Each rank's file holds its own chunks, as DCP's save planner cuts the state {tracked name: state},
+and an index of where each lies in its whole tensor (hydro.shard_file: DCP's own data layout).
+Nothing is gathered and nothing is communicated, at the save or at the resume. The committing rank
+merges every rank's index into DCP's .metadata at the checkpoint's top, so that dcp.load(state,
+checkpoint_id=<the checkpoint's directory>) reads it without hydro. On the checkpoint's number of
+ranks a rank reads its own file alone. On another, it reads every rank's index, merges them into
 DCP's Metadata, and DCP's load planner copies into this rank's shards of the new layout the parts
-of the saved chunks that overlap them.
+of the saved chunks that overlap them (only those are read).
 
 A module's state and an optimizer's go through torch's own helpers
 (torch.distributed.checkpoint.state_dict), which name the optimizer's state by parameter and set
 it up before a resume fills it. An optimizer saved before its first step has no state, and is saved
 as it is (the helpers would take a step to make one)."""
+import contextlib
 import io
+import pickle
+import re
 import sys
 
 import torch
 
-from . import _C
+from . import _C, shard_file
 from .snapshot import _is_dtensor, has_dtensor
-
-FORMAT = "hydro.reshardable"  # the key that marks a file of this kind, and its version
-VERSION = 1
 
 
 def _parameters(obj):
@@ -90,8 +92,8 @@ class Sharded:
             helpers.set_model_state_dict(self.obj, state)
 
     def state(self):
-        """This rank's part, to save."""
-        return to_chunks(*self._state())
+        """This rank's part, to save (shard_file.write writes it)."""
+        return to_chunks(self.name, *self._state())
 
     def load(self, path):
         """Fills the object's state of this job's layout from the checkpoint's files."""
@@ -102,23 +104,25 @@ class Sharded:
         else:
             _C.log(f"resharding {self.name}: the chunks of {len(files)} ranks onto this job's {self.world_size}")
             files = [own] + [f for f in files if f != own]  # this rank's own values first
-        parts = [_read(f) for f in files]
-        kind, state = self._state(parts[0]["kind"])  # the layout to fill: this job's shards
-        fill(self.name, state, parts)
+        with contextlib.ExitStack() as opened:
+            parts = [opened.enter_context(_Part(f, self.name)) for f in files]
+            kind, state = self._state(parts[0].kind)  # the layout to fill: this job's shards
+            fill(self.name, state, parts)
         self._set(kind, state)
 
 
-def to_chunks(kind, state):
-    """{FORMAT: VERSION, "kind": kind, "tensors": {name: {"size", "dtype", "chunks": [(offsets, sizes,
-    index in data)]}}, "values": {name: index in data}, "data": [tensor or bytes]}, named and cut as
-    DCP's save planner flattens the state. The tensors are this rank's shards themselves (views, not
-    copies): a sync save writes them now, an async one copies them."""
+def to_chunks(name, kind, state):
+    """{"kind": kind, "tensors": {fqn: {"size", "dtype", "chunks": [(offsets, sizes, index in data)]}},
+    "values": {fqn: index in data}, "data": [tensor or bytes], "mappings": DCP's planner_data}, named
+    and cut as DCP's save planner flattens {name: state}. The tensors are this rank's shards
+    themselves (views, not copies): a sync save writes them now, an async one copies them."""
     from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
     from torch.distributed.checkpoint.planner import WriteItemType
     planner = DefaultSavePlanner()
-    planner.set_up_planner(state, None, True)
+    planner.set_up_planner({name: state}, None, True)
+    plan = planner.create_local_plan()
     data, tensors, values = [], {}, {}
-    for item in planner.create_local_plan().items:
+    for item in plan.items:
         value = planner.resolve_data(item)
         fqn = item.index.fqn
         if item.type == WriteItemType.BYTE_IO:
@@ -130,17 +134,57 @@ def to_chunks(kind, state):
         chunk = item.tensor_data.chunk
         whole["chunks"].append((tuple(chunk.offsets), tuple(chunk.sizes), len(data)))
         data.append(value.detach())
-    return {FORMAT: VERSION, "kind": kind, "tensors": tensors, "values": values, "data": data}
+    return {"kind": kind, "tensors": tensors, "values": values, "data": data, "mappings": plan.planner_data}
 
 
-def _read(path):
+class _Part:
+    """One rank's file: its index, and its values read where they lie (a context manager: the file
+    stays open while a resume fills the state). Reads hydro's first format too, one torch.save of
+    the index with its values, named without the tracked name."""
+
+    def __init__(self, path, name):
+        self.path = path
+        self._file = open(path, "rb")
+        try:
+            index = shard_file.read_index(self._file, path)
+            self._values = None
+            if index is None:
+                index = _read_first_format(path, name)
+                self._values = index["data"]
+        except BaseException:
+            self._file.close()
+            raise
+        self.kind, self.tensors, self.values = index["kind"], index["tensors"], index["values"]
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._file.close()
+
+    def tensor(self, ref):
+        return self._values[ref] if self._values is not None else shard_file.read_tensor(self._file, ref, self.path)
+
+    def bytes(self, ref):
+        return self._values[ref] if self._values is not None else shard_file.read_bytes(self._file, ref, self.path)
+
+
+def _read_first_format(path, name):
+    """A file of hydro's first sharded format (one torch.save: the index, its values in "data" and
+    fqns without the tracked name), as the index of the current one."""
     try:
-        part = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except (RuntimeError, TypeError):  # a file torch cannot map, or a torch without mmap: read whole
-        part = torch.load(path, map_location="cpu", weights_only=True)
-    if not isinstance(part, dict) or part.get(FORMAT) != VERSION:
-        raise ValueError(f"{path}: not a rank's sharded state of {FORMAT} version {VERSION}")
-    return part
+        try:
+            part = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        except (RuntimeError, TypeError):  # a file torch cannot map: read whole
+            part = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # noqa: BLE001 -- whatever torch.load raises, the file is not ours
+        raise ValueError(f"{path}: not a rank's sharded state of {shard_file.FORMAT}: no index at its end, "
+                         f"and not hydro's first format ({e})") from e
+    if not isinstance(part, dict) or part.get(shard_file.FORMAT) != 1:
+        raise ValueError(f"{path}: not a rank's sharded state of {shard_file.FORMAT}")
+    named = lambda d: {f"{name}.{fqn}": v for fqn, v in d.items()}  # noqa: E731 -- DCP's flattening of {name: state}
+    return {"kind": part["kind"], "tensors": named(part["tensors"]), "values": named(part["values"]),
+            "data": part["data"]}
 
 
 def rank_files(path):
@@ -151,24 +195,25 @@ def rank_files(path):
 
 
 def merged(parts):
-    """DCP's Metadata of the chunks of every part, each chunk once (one that several ranks saved, a
-    replicated one, from the first part), whose storage_data maps a chunk to (part, index in its data)."""
+    """DCP's Metadata of the chunks of every part (each with .tensors and .values, as an index has
+    them), each chunk once (one that several ranks saved, a replicated one, from the first part),
+    whose storage_data maps a chunk to (part, where in it)."""
     from torch.distributed.checkpoint import metadata as dcp
     meta, where = {}, {}
     for p, part in enumerate(parts):
-        for fqn, i in part["values"].items():
+        for fqn, ref in part.values.items():
             if fqn not in meta:
                 meta[fqn] = dcp.BytesStorageMetadata()
-                where[dcp.MetadataIndex(fqn)] = (p, i)
-        for fqn, whole in part["tensors"].items():
+                where[dcp.MetadataIndex(fqn)] = (p, ref)
+        for fqn, whole in part.tensors.items():
             if fqn not in meta:
                 meta[fqn] = dcp.TensorStorageMetadata(dcp.TensorProperties(dtype=whole["dtype"]),
                                                       torch.Size(whole["size"]), [])
-            for offsets, sizes, i in whole["chunks"]:
-                index = dcp.MetadataIndex(fqn, offsets)
+            for offsets, sizes, ref in whole["chunks"]:
+                index = dcp.MetadataIndex(fqn, torch.Size(offsets))
                 if index not in where:
                     meta[fqn].chunks.append(dcp.ChunkStorageMetadata(torch.Size(offsets), torch.Size(sizes)))
-                    where[index] = (p, i)
+                    where[index] = (p, ref)
     return dcp.Metadata(state_dict_metadata=meta, storage_data=where)
 
 
@@ -180,20 +225,54 @@ def fill(name, state, parts):
     from torch.distributed.checkpoint.planner import LoadItemType
     metadata = merged(parts)
     planner = DefaultLoadPlanner()
-    planner.set_up_planner(state, metadata, True)
+    planner.set_up_planner({name: state}, metadata, True)
     saved, here = set(metadata.state_dict_metadata), set(planner.state_dict)
     if saved != here:
         raise ValueError(f"hydro: {name}: the checkpoint's state and this job's differ: saved only "
                          f"{sorted(saved - here)[:4]}, here only {sorted(here - saved)[:4]}")
     plan = planner.finish_plan(planner.create_global_plan([planner.create_local_plan()])[0])
     for item in plan.items:
-        p, i = metadata.storage_data[item.storage_index]
-        stored = parts[p]["data"][i]
+        p, ref = metadata.storage_data[item.storage_index]
         if item.type == LoadItemType.BYTE_IO:
-            planner.load_bytes(item, io.BytesIO(stored))
+            planner.load_bytes(item, io.BytesIO(parts[p].bytes(ref)))
             continue
+        stored = parts[p].tensor(ref)
         for dim, (start, length) in enumerate(zip(item.storage_offsets, item.lengths)):
             stored = stored.narrow(dim, start, length)
         target = planner.resolve_tensor(item).detach()
         target.copy_(stored)
         planner.commit_tensor(item, target)
+
+
+class _Index:
+    """A rank's index read for the .metadata: the file's place in the checkpoint, and its chunks."""
+
+    def __init__(self, staging, relative):
+        self.relative = relative
+        path = f"{staging}/{relative}"
+        with open(path, "rb") as f:
+            index = shard_file.read_index(f, path)
+        if index is None:
+            raise ValueError(f"{path}: not a {shard_file.FORMAT} file of version {shard_file.VERSION}")
+        self.tensors, self.values, self.mappings = index["tensors"], index["values"], index["mappings"]
+
+
+def _rank_of(relative):
+    match = re.match(r"rank-(\d+)/", relative)
+    return int(match.group(1)) if match else 0
+
+
+def dcp_metadata(staging, files, names):
+    """The pickle of DCP's .metadata for the checkpoint being committed in `staging`: every rank's
+    chunks of every tracked sharded object (`names`), each at its place in the rank's file
+    (`files`: the checkpoint's, as its manifest names them), exactly as DCP's FileSystemWriter
+    records its own files."""
+    from torch.distributed.checkpoint import filesystem
+    indexes = [_Index(staging, f) for name in names
+               for f in sorted((f for f in files if f.rsplit("/", 1)[-1] == f"{name}.pt"), key=_rank_of)]
+    metadata = merged(indexes)
+    metadata.storage_data = {i: filesystem._StorageInfo(indexes[p].relative, *span)
+                             for i, (p, span) in metadata.storage_data.items()}
+    metadata.planner_data = {fqn: path for index in indexes for fqn, path in index.mappings.items()}
+    metadata.version = filesystem.CURRENT_DCP_VERSION
+    return pickle.dumps(metadata)

@@ -7,8 +7,8 @@ import weakref
 
 import torch
 
-from . import _C, _pause, groups
-from .reshard import Sharded, is_sharded
+from . import _C, _pause, groups, shard_file
+from .reshard import Sharded, dcp_metadata, is_sharded
 from .snapshot import Snapshot, has_dtensor
 
 
@@ -92,7 +92,7 @@ class Runtime:
         groups.on_timeout(self._watch_collectives)
         _workers_leave_sigterm_to_the_training_process()
         self._objects = {}
-        self._sharded = []
+        self._sharded, self._sharded_names = [], []
         settings = self._c.settings
         self._rank, self._world_size = settings["rank"], settings["world_size"]
         self._rank0_writes_all = settings["mode"] == "async" and self._world_size > 1
@@ -126,7 +126,7 @@ class Runtime:
             return state
 
         def write(sink):
-            torch.save(state_dict(), sink)
+            (shard_file.write if sharded is not None else torch.save)(state_dict(), sink)
 
         def read(path):
             if on_resume is not None:
@@ -138,12 +138,22 @@ class Runtime:
             else:
                 obj.load_state_dict(_load(path))
 
-        snapshot = Snapshot(state_dict, fresh=isinstance(obj, _PythonRNG))
+        snapshot = Snapshot(state_dict, fresh=isinstance(obj, _PythonRNG),
+                            writer=shard_file.write if sharded is not None else None)
         self._c.track_stream(name, write, read, snapshot.capture)
         self._objects[name] = obj
         if sharded is not None:
-            self._sharded.append(sharded)
+            self._add_sharded(sharded)
+
+    def _add_sharded(self, sharded):
+        """Its files resume on any number of ranks, and every checkpoint holds DCP's .metadata of
+        every sharded object: dcp.load reads the checkpoint without hydro."""
+        if not self._sharded:
+            names = self._sharded_names  # not self: the C++ Runtime holds the function
+            self._c.compose_dcp_metadata(lambda staging, files: dcp_metadata(staging, files, names))
             self._c.allow_reshard()
+        self._sharded.append(sharded)
+        self._sharded_names.append(sharded.name)
 
     def _modules(self):
         return [o for o in self._objects.values() if isinstance(o, torch.nn.Module)]

@@ -113,11 +113,14 @@ class Snapshot:
 
     fresh=True: state_dict() returns new objects that nothing changes afterwards and that hold no
     tensor (the random generators' states), so capture() pickles them as they are, without walking
-    them for tensors to copy: Python's generator state alone is a tuple of 625 ints."""
+    them for tensors to copy: Python's generator state alone is a tuple of 625 ints.
+    writer=write(state, sink): the file is not torch.save's but what `write` makes of the state
+    (hydro.shard_file's); the background thread calls it on the copies, with the GIL."""
 
-    def __init__(self, state_dict, fresh=False):
+    def __init__(self, state_dict, fresh=False, writer=None):
         self._state_dict = state_dict
         self._fresh = fresh
+        self._writer = writer
         self._slots = {}
         self._last = (None, None)  # the last pickled shape (see _tree) and its records
         self._warned = False
@@ -198,11 +201,13 @@ class Snapshot:
             shape = []
             with torch.no_grad():
                 copies = self._tree(state, (), {}, shape)
+            if self._writer is not None:
+                return ("stream", lambda sink: self._writer(copies, sink))
             return ("zip", self._records(copies, shape), copies)
         except (TypeError, RuntimeError, AttributeError) as e:
             if not self._warned:
                 _C.log(f"warning: async checkpoint: serializing on the training thread ({e})")
                 self._warned = True
             buf = io.BytesIO()
-            torch.save(state, buf)
+            (self._writer or torch.save)(state, buf)
             return ("bytes", buf.getvalue())

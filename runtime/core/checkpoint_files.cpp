@@ -3,12 +3,14 @@
 #include <xxhash.h>
 
 #include "hydro/checkpoint_dir.h"
+#include "hydro/log.h"
 
 namespace hydro {
 
 Status CheckpointWriter::open_file(const std::string& name, std::unique_ptr<FileSink>* out) {
   if (done_) return Status::invalid_argument("checkpoint already committed");
-  if (name.empty() || name.find('/') != std::string::npos || name[0] == '.' || name == Manifest::kFileName)
+  const bool hidden = !name.empty() && name[0] == '.' && name != Manifest::kDcpMetadata;
+  if (name.empty() || name.find('/') != std::string::npos || hidden || name == Manifest::kFileName)
     return Status::invalid_argument("bad checkpoint file name '" + name + "'");
   const std::string full = subdir_.empty() ? name : subdir_ + "/" + name;
   for (const auto& f : manifest_.files)
@@ -17,6 +19,24 @@ Status CheckpointWriter::open_file(const std::string& name, std::unique_ptr<File
   HYDRO_RETURN_IF_ERROR(dir_->fs_.new_writable(staging_ + "/" + full, &f));
   out->reset(new FileSink(this, full, std::move(f)));
   return Status::OK();
+}
+
+Status CheckpointWriter::compose_dcp_metadata(const Composer& compose) {
+  std::vector<std::string> names;
+  for (const auto& f : manifest_.files) names.push_back(f.name);
+  std::string bytes;
+  if (Status s = compose(staging_, names, &bytes); !s.ok()) {
+    // An index for other readers: hydro resumes without it, so the checkpoint is not given up.
+    log("warning: checkpoint of step " + std::to_string(manifest_.step) + " has no " + Manifest::kDcpMetadata +
+        " (torch.distributed.checkpoint cannot load it; hydro can): " + s.message());
+    return Status::OK();
+  }
+  if (bytes.empty()) return Status::OK();
+  const std::string shard = subdir_;
+  subdir_.clear();  // at the checkpoint's top
+  Status s = write_file(Manifest::kDcpMetadata, bytes);
+  subdir_ = shard;
+  return s;
 }
 
 Status CheckpointWriter::write_file(const std::string& name, const void* data, size_t size) {

@@ -42,11 +42,12 @@ class GroupSave {
 
   bool committer() const { return committer_ == rank_; }
 
-  Status run(bool keep, int64_t epoch, const std::function<Status(CheckpointWriter&)>& fill, CheckpointInfo* out) {
+  Status run(bool keep, int64_t epoch, const std::function<Status(CheckpointWriter&)>& fill, CheckpointInfo* out,
+             const Composer* dcp_metadata) {
     HYDRO_RETURN_IF_ERROR(rank_ == 0 ? start_staging() : join_staging());
     Status s = write_shard(fill);
     if (committer_ != rank_) return s.ok() ? await_commit(out) : s;
-    return commit(s, keep, epoch, out);
+    return commit(s, keep, epoch, out, dcp_metadata);
   }
 
  private:
@@ -127,8 +128,9 @@ class GroupSave {
   }
 
   // The committer: every shard of every rank durable, then one manifest and the rename.
-  Status commit(Status s, bool keep, int64_t epoch, CheckpointInfo* out) {
+  Status commit(Status s, bool keep, int64_t epoch, CheckpointInfo* out, const Composer* dcp_metadata) {
     if (s.ok()) s = take_shards();
+    if (s.ok() && dcp_metadata && shards_here_ == world_) s = writer_->compose_dcp_metadata(*dcp_metadata);
     CheckpointInfo info;
     if (s.ok()) {
       writer_->add_files({}, true);
@@ -174,7 +176,10 @@ class GroupSave {
     for (const auto& f : files)
       if (!inside_shard(f.name, r))
         return Status::io(what_ + rank_name(r) + " listed a file outside its shard: '" + f.name + "'");
-    if (c == rank_) writer_->add_files(files, true);
+    if (c == rank_) {
+      writer_->add_files(files, true);
+      ++shards_here_;
+    }
     return Status::OK();
   }
 
@@ -185,6 +190,7 @@ class GroupSave {
   const std::string host_, what_;
   std::unique_ptr<CheckpointWriter> writer_;
   int committer_ = 0;
+  int shards_here_ = 1;             // the committer's: the shards in its staging directory, its own included
   std::vector<std::string> hosts_;  // each rank's, from its shard's message
 };
 
@@ -243,9 +249,10 @@ void CheckpointGroup::drop_previous_vote() {
 }
 
 Status CheckpointGroup::save(CheckpointDir& dir, int64_t step, bool keep, int64_t epoch,
-                             const std::function<Status(CheckpointWriter&)>& fill, CheckpointInfo* out) {
+                             const std::function<Status(CheckpointWriter&)>& fill, CheckpointInfo* out,
+                             const Composer* dcp_metadata) {
   GroupSave one(Link(store_, ++round_, timeout_), dir, step, rank_, world_, host_);
-  Status s = one.run(keep, epoch, fill, out);
+  Status s = one.run(keep, epoch, fill, out, dcp_metadata);
   committed_last_ = s.ok() && one.committer();
   return s;
 }

@@ -25,11 +25,11 @@ bool parse_hex64(const std::string& s, uint64_t* out) {
 }  // namespace
 
 // "model.pt", or one level down for a rank's shard: "rank-1/model.pt". No "", ".", "..", or
-// hidden names, so a manifest can never point outside its checkpoint.
+// hidden names but DCP's index at the top, so a manifest can never point outside its checkpoint.
 bool Manifest::valid_file_name(const std::string& name) {
   size_t slash = name.find('/');
   auto ok = [](const std::string& part) { return !part.empty() && part[0] != '.'; };
-  if (slash == std::string::npos) return ok(name);
+  if (slash == std::string::npos) return ok(name) || name == kDcpMetadata;
   return ok(name.substr(0, slash)) && ok(name.substr(slash + 1)) && name.find('/', slash + 1) == std::string::npos;
 }
 

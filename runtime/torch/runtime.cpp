@@ -173,7 +173,7 @@ std::string Runtime::save(int64_t step, bool keep_always) {
   CheckpointInfo info;
   Status st;
   if (grouped()) {
-    st = group_->save(dir, step, keep_always, epoch_, fill, &info);
+    st = group_->save(dir, step, keep_always, epoch_, fill, &info, dcp_metadata_ ? &dcp_metadata_ : nullptr);
   } else {
     st = dir.open();
     std::unique_ptr<CheckpointWriter> writer;
@@ -183,6 +183,7 @@ std::string Runtime::save(int64_t step, bool keep_always) {
       writer->set_epoch(epoch_);
       st = fill(*writer);
     }
+    if (st.ok() && dcp_metadata_) st = writer->compose_dcp_metadata(dcp_metadata_);
     if (st.ok()) st = writer->commit(&info);
   }
   if (Status s = warn_if_durability_uncertain(st); !s.ok()) throw_status(s);
@@ -222,6 +223,7 @@ std::string Runtime::save_async(int64_t step, bool keep_always) {
         } catch (const std::exception& e) {
           st = Status::io(std::string("serializing the snapshot: ") + e.what());
         }
+        if (st.ok() && dcp_metadata_) st = writer->compose_dcp_metadata(dcp_metadata_);
         if (st.ok()) st = writer->commit();
         if (Status s = warn_if_durability_uncertain(st); !s.ok())
           persist_error_ = s.message();

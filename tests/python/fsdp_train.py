@@ -3,11 +3,10 @@ test_fsdp.py. RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT as torchrun sets the
 sharded model and its AdamW; a batch is drawn from a generator seeded by the step, the same on every
 rank. Prints "step N" after each step; on SIGTERM checkpoints at the step's end, prints
 saved=<digest> and exits 75; after a resume prints resumed=<digest>; at the end prints
-digest=<digest>: a SHA-256 of every whole weight and optimizer tensor (gathered for it alone).
+digest=<digest>: fsdp_model.digest, of every whole weight and optimizer tensor (gathered for it alone).
 FSDP_TRAIN_UNTRACKED_MODEL=1 tracks the optimizer without its model. FSDP_TRAIN_DEVICE=cuda trains
 on GPU LOCAL_RANK with NCCL (tests/gpu); the batches are drawn on the CPU either way.
 Usage: fsdp_train.py STEPS"""
-import hashlib
 import os
 import sys
 
@@ -17,13 +16,12 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 
 import hydro
+from fsdp_model import digest, model as make_model
 from seeded_steps import train
 
 
 def sharded_model(mesh):
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 64), torch.nn.ReLU(),
-                                torch.nn.Linear(64, 4))
+    model = make_model()
     for layer in model:
         if isinstance(layer, torch.nn.Linear):
             fully_shard(layer, mesh=mesh)
@@ -64,13 +62,8 @@ def end(status):
 
 
 def print_digest(what, model, opt):
-    """WHAT=<SHA-256 of every whole weight and every whole tensor of the optimizer's state>."""
-    h = hashlib.sha256()
-    for p in model.parameters():
-        h.update(p.full_tensor().detach().cpu().numpy().tobytes())
-        for _, t in sorted(opt.state[p].items()):
-            h.update((t.full_tensor() if hasattr(t, "full_tensor") else t).detach().cpu().numpy().tobytes())
-    print(f"{what}={h.hexdigest()}", flush=True)
+    """WHAT=<fsdp_model.digest: every whole weight and optimizer tensor>."""
+    print(f"{what}={digest(model, opt)}", flush=True)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@
 #  - async mode, where rank 0 writes for every rank, refuses a sharded state with several ranks
 #    (the others' shards would be lost), and checkpoints one rank's without a copy on the
 #    training thread;
-#  - part 2: a checkpoint of 2 ranks' shards resumes on 1 rank, and one of 1 rank on 2 (hydro.reshard).
+#  - part 2: a checkpoint of 2 ranks' shards resumes on 1 rank, and one of 1 rank on 2 (hydro.reshard);
+#  - part 3: torch.distributed.checkpoint loads hydro's checkpoint of either without hydro.
 # The ranks' store authenticates with MUNGE: ctest starts munged first (FIXTURES_REQUIRED munge).
 import json
 import os
@@ -20,6 +21,7 @@ import hydro
 from conftest import HERE, free_port, rank_env
 
 WORKER = os.path.join(HERE, "fsdp_train.py")
+DCP_LOAD = os.path.join(HERE, "dcp_load.py")
 STEPS, STOP_AT = 40, 5
 LONG = 100000  # the stopped runs' steps: SIGTERM always lands before their end
 
@@ -63,18 +65,26 @@ def uninterrupted(tmp_path_factory):
 
 
 def only_shards(path, ranks):
-    """The file holds this rank's chunks alone (hydro.reshard), and loads with weights_only=True:
+    """The file holds this rank's chunks alone (hydro.shard_file), each loading with weights_only=True:
     each tensor's chunk is 1/ranks of its global rows; no rank wrote a whole one."""
-    part = torch.load(path, weights_only=True)
-    assert part[hydro.reshard.FORMAT] == hydro.reshard.VERSION, path
-    tensors = {fqn: whole for fqn, whole in part["tensors"].items() if len(whole["size"]) > 0}
-    assert tensors, path
-    for fqn, whole in tensors.items():
-        assert len(whole["chunks"]) == 1, (path, fqn, whole)
-        offsets, sizes, i = whole["chunks"][0]
-        assert sizes[0] * ranks == whole["size"][0], (path, fqn, whole)
-        data = part["data"][i]
-        assert type(data) is torch.Tensor and tuple(data.shape) == sizes, (path, fqn, data.shape)
+    with open(path, "rb") as f:
+        index = hydro.shard_file.read_index(f, path)
+        tensors = {fqn: whole for fqn, whole in index["tensors"].items() if len(whole["size"]) > 0}
+        assert tensors, path
+        for fqn, whole in tensors.items():
+            assert len(whole["chunks"]) == 1, (path, fqn, whole)
+            offsets, sizes, span = whole["chunks"][0]
+            assert sizes[0] * ranks == whole["size"][0], (path, fqn, whole)
+            data = hydro.shard_file.read_tensor(f, span, path)
+            assert type(data) is torch.Tensor and tuple(data.shape) == sizes, (path, fqn, data.shape)
+
+
+def dcp_digest(step_dir):
+    """The digest of the checkpoint as torch.distributed.checkpoint alone loads it (dcp_load.py)."""
+    p = subprocess.run([sys.executable, DCP_LOAD, step_dir], capture_output=True, text=True, timeout=300,
+                       env={k: v for k, v in os.environ.items() if not k.startswith("HYDRO_")})
+    assert p.returncode == 0, p.stdout + p.stderr
+    return dict(line.split("=", 1) for line in p.stdout.splitlines() if "=" in line)["digest"]
 
 
 def test_each_rank_writes_its_own_shards_and_a_requeue_resumes_them_bit_for_bit(tmp_path, uninterrupted):
@@ -91,6 +101,19 @@ def test_each_rank_writes_its_own_shards_and_a_requeue_resumes_them_bit_for_bit(
     resumed = run(2, ck)
     assert all("resumed from" in err for _, _, err, _ in resumed), [err for _, _, err, _ in resumed]
     assert digest_of(resumed) == uninterrupted, "the resumed sharded model differs from the uninterrupted one"
+
+
+# Part 3: the checkpoint is DCP's too. The committing rank merged every rank's index into .metadata
+# (in the manifest, hashed like the rest), and dcp.load, with no hydro imported and no process
+# group, gathers the 2 ranks' chunks into one unsharded model and AdamW: the saved bits.
+def test_torch_distributed_checkpoint_loads_the_ranks_shards_without_hydro(tmp_path):
+    ck = tmp_path / "ck"
+    stopped = run(2, ck, stop_at=STOP_AT)
+    assert [s for s, _, _, _ in stopped] == [hydro.EXIT_REQUEUE] * 2, [err for _, _, err, _ in stopped]
+    step_dir = os.path.realpath(ck / "latest")
+    with open(os.path.join(step_dir, "manifest.json")) as f:
+        assert ".metadata" in {m["name"] for m in json.load(f)["files"]}
+    assert dcp_digest(step_dir) == {d["saved"] for _, _, _, d in stopped}.pop(), "DCP loaded other bits than saved"
 
 
 # Every rank draws the same batch here, so the averaged gradient is each rank's own, exactly, and a
@@ -122,6 +145,7 @@ def test_one_ranks_async_checkpoint_resumes_on_two_ranks(tmp_path, uninterrupted
     # The shards are copied into hydro's reused buffers: nothing falls back to torch.save on the
     # training thread.
     assert "serializing on the training thread" not in stopped[0][2], stopped[0][2]
+    assert dcp_digest(os.path.realpath(ck / "latest")) == stopped[0][3]["saved"], "DCP loaded other bits than saved"
     two = run(2, ck)
     assert all("resumed from" in err for _, _, err, _ in two), [err for _, _, err, _ in two]
     assert digest_of(two) == uninterrupted, "resumed on 2 ranks, the model differs from the uninterrupted one"

@@ -39,6 +39,10 @@ class CheckpointWriter;
 using ByteSink = std::function<Status(const void* data, size_t size)>;
 // Writes one file's bytes through the sink it is given.
 using StreamWriter = std::function<Status(const ByteSink& sink)>;
+// Makes a file from a checkpoint's other files, once they are all written: given the staging
+// directory and their names in the manifest, sets the bytes (empty: no file). A failure names why.
+using Composer =
+    std::function<Status(const std::string& staging, const std::vector<std::string>& files, std::string* bytes)>;
 
 // One file being streamed into a checkpoint: every append is written and hashed as it comes.
 class FileSink {
@@ -72,6 +76,10 @@ class CheckpointWriter {
   Status write_file(const std::string& name, const std::string& bytes) {
     return write_file(name, bytes.data(), bytes.size());
   }
+  // DCP's index of a sharded state (Manifest::kDcpMetadata), made by `compose` from the files
+  // finished so far and written at the checkpoint's top. Call once every file is written. A failed
+  // compose is logged and leaves the checkpoint without it: hydro's resume does not read it.
+  Status compose_dcp_metadata(const Composer& compose);
   void set_epoch(int64_t epoch) { manifest_.epoch = epoch; }
   void set_world_size(int n) { manifest_.world_size = n; }
   // Each rank's host, by rank (a sharded checkpoint of several ranks).

@@ -83,9 +83,12 @@ class CheckpointGroup {
 
   // Writes this rank's shard through `fill` (files go into rank-R/) and commits collectively. `dir`
   // is this rank's view of the root.
-  // On success *out names the committed checkpoint (on every rank).
+  // On success *out names the committed checkpoint (on every rank). `dcp_metadata`, if given: the
+  // committer composes DCP's index (CheckpointWriter::compose_dcp_metadata) once every rank's shard
+  // is durable, if every one is in its directory (not in one node's copy of a node-local root).
   Status save(CheckpointDir& dir, int64_t step, bool keep, int64_t epoch,
-              const std::function<Status(CheckpointWriter&)>& fill, CheckpointInfo* out);
+              const std::function<Status(CheckpointWriter&)>& fill, CheckpointInfo* out,
+              const Composer* dcp_metadata = nullptr);
 
   // Every rank passes its offer; all get the same agreement: the newest step common to every
   // rank (or -1), the newest any rank sees and who wrote it, and where each rank runs now.

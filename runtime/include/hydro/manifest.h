@@ -47,6 +47,9 @@ struct Manifest {
   static bool in_shard(const std::string& name, int rank);
 
   std::string to_json() const;
+  // The one hidden name a checkpoint may hold, at its top: torch.distributed.checkpoint's index of a
+  // sharded state, which dcp.load reads under this name only (CheckpointWriter::compose_dcp_metadata).
+  static constexpr const char* kDcpMetadata = ".metadata";
   // `where` names the file in error messages.
   static bool valid_file_name(const std::string& name);
   static Status parse(const std::string& text, const std::string& where, Manifest* out);

@@ -96,6 +96,9 @@ class Runtime {
   // binding's sharded items: each reads every rank's file and takes what this rank holds now).
   // Each rank's other files are then those of rank (rank mod the checkpoint's ranks).
   void allow_reshard() { reshard_ = true; }
+  // Every checkpoint then holds DCP's index of the sharded state, at its top: torch.distributed.
+  // checkpoint loads it (the Python binding's sharded items; CheckpointWriter::compose_dcp_metadata).
+  void compose_dcp_metadata(Composer compose) { dcp_metadata_ = std::move(compose); }
 
   // Call after each step with the number of steps done. Blocks here if a pause is pending and
   // no operator ran; checkpoints every HYDRO_CKPT_EVERY steps. Returns false after committing a
@@ -160,7 +163,8 @@ class Runtime {
   // The checkpoint resume() loaded (its name). In async mode with several ranks, rank 0 never
   // prunes it in this run: the others may still be reading it, and no vote holds rank 0 back.
   std::string resumed_name_;
-  bool reshard_ = false;  // allow_reshard()
+  bool reshard_ = false;   // allow_reshard()
+  Composer dcp_metadata_;  // compose_dcp_metadata()
   // Deleting old checkpoints (HYDRO_KEEP_LAST) runs here after save() returns, so training goes on
   // meanwhile; the next save() waits for it, so it never races a commit.
   BackgroundJob pruner_;

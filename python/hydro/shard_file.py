@@ -1,0 +1,103 @@
+"""One rank's file of one tracked sharded object, laid out as a data file of torch.distributed.checkpoint
+(DCP): each chunk of a tensor is one torch.save'd tensor, each other value its planner's bytes, one
+after another; then the file's index, torch.save'd: where each chunk lies in its whole tensor and in
+this file; then a trailer of the index's offset and length and MAGIC. The committing rank merges
+every rank's index into DCP's .metadata (hydro.reshard.dcp_metadata), so that dcp.load reads a hydro
+checkpoint as its own; hydro's resume reads the indexes. Everything loads with weights_only=True.
+
+The index: {FORMAT: VERSION, "kind": how the state was taken, "tensors": {fqn: {"size", "dtype",
+"chunks": [(offsets, sizes, span)]}}, "values": {fqn: span}, "mappings": DCP's planner_data}, where
+a span is (offset, length) in the file and the fqns are DCP's for the state {tracked name: state}."""
+import io
+import struct
+
+import torch
+
+FORMAT = "hydro.reshardable"  # the index's key that marks a file of this kind, and its version
+VERSION = 2
+MAGIC = b"hydroDCP"
+_TRAILER = struct.Struct("<QQ8s")  # the index's offset and length, MAGIC
+
+
+class _Counted:
+    """A writer that counts the bytes it passes on: each value's offset in the file."""
+
+    def __init__(self, sink):
+        self.sink, self.at = sink, 0
+
+    def write(self, data):
+        n = self.sink.write(data)
+        self.at += n
+        return n
+
+    def flush(self):
+        self.sink.flush()
+
+
+def _own_cpu(t):
+    """The chunk as DCP writes it: on the CPU, with a storage of its own bytes only (torch.save
+    writes a view's whole storage, and a padded shard is a view)."""
+    t = t.detach()
+    if t.device.type != "cpu":
+        t = t.cpu()
+    if t.untyped_storage().nbytes() != t.numel() * t.element_size():
+        t = t.clone()
+    return t
+
+
+def write(chunks, sink):
+    """Writes hydro.reshard.to_chunks' output: its values, its index and the trailer."""
+    out = _Counted(sink)
+    spans = []
+    for value in chunks["data"]:
+        start = out.at
+        if isinstance(value, (bytes, bytearray)):
+            out.write(value)
+        else:
+            torch.save(_own_cpu(value), out)
+        spans.append((start, out.at - start))
+    tensors = {fqn: {"size": whole["size"], "dtype": whole["dtype"],
+                     "chunks": [(offsets, sizes, spans[i]) for offsets, sizes, i in whole["chunks"]]}
+               for fqn, whole in chunks["tensors"].items()}
+    index = {FORMAT: VERSION, "kind": chunks["kind"], "tensors": tensors,
+             "values": {fqn: spans[i] for fqn, i in chunks["values"].items()}, "mappings": chunks["mappings"]}
+    start = out.at
+    torch.save(index, out)
+    out.write(_TRAILER.pack(start, out.at - start, MAGIC))
+
+
+def read_index(f, path):
+    """The index of the open file `f` (named `path` in errors); None for a file without the trailer
+    (hydro's first format: one torch.save of everything)."""
+    size = f.seek(0, io.SEEK_END)
+    if size < _TRAILER.size:
+        return None
+    f.seek(size - _TRAILER.size)
+    start, length, magic = _TRAILER.unpack(f.read(_TRAILER.size))
+    if magic != MAGIC:
+        return None
+    if start + length + _TRAILER.size != size:
+        raise ValueError(f"{path}: the index of a {FORMAT} file lies outside it")
+    index = torch.load(io.BytesIO(_read_span(f, (start, length), path)), map_location="cpu", weights_only=True)
+    if not isinstance(index, dict) or index.get(FORMAT) != VERSION:
+        raise ValueError(f"{path}: not a rank's sharded state of {FORMAT} version {VERSION}")
+    return index
+
+
+def _read_span(f, span, path):
+    start, length = span
+    f.seek(start)
+    data = f.read(length)
+    if len(data) != length:
+        raise ValueError(f"{path}: {length} bytes at {start} run past the file's end")
+    return data
+
+
+def read_tensor(f, span, path):
+    """The chunk stored at `span`, as DCP's reader loads it."""
+    return torch.load(io.BytesIO(_read_span(f, span, path)), map_location="cpu", weights_only=True)
+
+
+def read_bytes(f, span, path):
+    """A value's bytes (its planner's torch.save of it)."""
+    return _read_span(f, span, path)

@@ -1,0 +1,102 @@
+# Issue 34, part 3: a rank's file of sharded state in DCP's data layout (hydro.shard_file), and the
+# .metadata the committing rank merges from the ranks' indexes, which torch.distributed.checkpoint
+# loads; files of hydro's first sharded format still resume. One process, no process group: DCP's
+# planners cut and fill plain tensors as they do a rank's shards (test_fsdp runs FSDP2 on 2 ranks).
+import os
+import struct
+
+import pytest
+import torch
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.state_dict import (get_model_state_dict, get_optimizer_state_dict,
+                                                     set_model_state_dict, set_optimizer_state_dict)
+
+from conftest import HERE
+from hydro import reshard, shard_file
+
+FIRST_FORMAT = os.path.join(HERE, "data", "first_format")  # written by hydro's reshard.py of ef011fd
+
+
+def trained(seed):
+    """A model and its AdamW after one step, as data/first_format's were made."""
+    torch.manual_seed(seed)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 2))
+    opt = torch.optim.AdamW(model.parameters(), lr=0.1)
+    model(torch.randn(5, 3)).sum().backward()
+    opt.step()
+    return model, opt
+
+
+def save(directory, name, state):
+    with open(os.path.join(directory, f"{name}.pt"), "wb") as f:
+        shard_file.write(reshard.to_chunks(name, "helpers", state), f)
+
+
+def fill_from(path, name, state):
+    with reshard._Part(str(path), name) as part:
+        reshard.fill(name, state, [part])
+    return state
+
+
+def assert_same(a, b):
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+
+
+def test_a_file_resumes_its_bits_and_each_chunk_loads_alone(tmp_path):
+    model, _ = trained(1)
+    save(tmp_path, "model", get_model_state_dict(model))
+    other, _ = trained(2)
+    set_model_state_dict(other, fill_from(tmp_path / "model.pt", "model", get_model_state_dict(other)))
+    assert_same(other.state_dict(), model.state_dict())
+    with open(tmp_path / "model.pt", "rb") as f:
+        index = shard_file.read_index(f, "model.pt")
+        offsets, sizes, span = index["tensors"]["model.0.weight"]["chunks"][0]
+        assert torch.equal(shard_file.read_tensor(f, span, "model.pt"), model[0].weight.detach())
+
+
+def test_dcp_loads_the_files_through_the_merged_metadata(tmp_path):
+    model, opt = trained(1)
+    save(tmp_path, "model", get_model_state_dict(model))
+    save(tmp_path, "optimizer", get_optimizer_state_dict(model, opt))
+    with open(tmp_path / ".metadata", "wb") as f:
+        f.write(reshard.dcp_metadata(str(tmp_path), ["model.pt", "optimizer.pt"], ["model", "optimizer"]))
+    other, other_opt = trained(2)
+    state = {"model": get_model_state_dict(other), "optimizer": get_optimizer_state_dict(other, other_opt)}
+    dcp.load(state, checkpoint_id=str(tmp_path))
+    set_model_state_dict(other, state["model"])
+    set_optimizer_state_dict(other, other_opt, state["optimizer"])
+    assert_same(other.state_dict(), model.state_dict())
+    for p, q in zip(model.parameters(), other.parameters()):
+        assert_same(other_opt.state[q], opt.state[p])
+
+
+def test_files_of_hydros_first_format_still_resume():
+    expected = torch.load(os.path.join(FIRST_FORMAT, "expected.pt"), weights_only=True)
+    model, opt = trained(2)
+    set_model_state_dict(model, fill_from(os.path.join(FIRST_FORMAT, "model.pt"), "model", get_model_state_dict(model)))
+    optim = fill_from(os.path.join(FIRST_FORMAT, "optimizer.pt"), "optimizer", get_optimizer_state_dict(model, opt))
+    set_optimizer_state_dict(model, opt, optim)
+    assert_same(model.state_dict(), expected["model"])
+    for i, p in enumerate(model.parameters()):
+        assert_same(opt.state[p], expected["optimizer"]["state"][i])
+
+
+@pytest.mark.parametrize("damage", ["index outside", "not ours"])
+def test_a_damaged_file_is_an_error_naming_it(tmp_path, damage):
+    model, _ = trained(1)
+    save(tmp_path, "model", get_model_state_dict(model))
+    path = tmp_path / "model.pt"
+    data = bytearray(path.read_bytes())
+    if damage == "index outside":  # the trailer's index offset moved one byte on
+        start, length, magic = struct.unpack("<QQ8s", data[-24:])
+        data[-24:] = struct.pack("<QQ8s", start + 1, length, magic)
+        expected = "lies outside it"
+    else:
+        data = data[:-1]  # no trailer: taken for the first format, which it is not either
+        expected = "not a rank's sharded state"
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=expected) as e:
+        fill_from(path, "model", get_model_state_dict(model))
+    assert str(path) in str(e.value)
