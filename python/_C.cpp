@@ -359,5 +359,6 @@ PYBIND11_MODULE(_C, m) {
   hydro::bind_data(m);
   hydro::bind_functions(m);
   hydro::bind_checkpoint_io(m);
+  hydro::bind_checkpoint_dir(m);
   hydro::bind_job(m);
 }

@@ -1,0 +1,172 @@
+// hydro._C.StagedCheckpoint, ShardFiles and latest_valid: hydro's checkpoint directory for a writer
+// that Python drives (hydro.dcp, torch.distributed.checkpoint's storage layer). The coordinating
+// process stages a checkpoint and commits it; every process writes its files into its shard of the
+// staged directory. The protocol is hydro/checkpoint_dir.h's: hashed as written, fsynced, a
+// manifest, one rename, `latest` moved.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "bindings.h"
+#include "hydro/checkpoint_dir.h"
+#include "hydro/log.h"
+#include "hydro/manifest.h"
+
+namespace py = pybind11;
+
+namespace hydro {
+namespace {
+
+using FileRecord = std::tuple<std::string, uint64_t, uint64_t>;  // name, size, xxh64
+
+std::string base_name(const std::string& path) { return path.substr(path.rfind('/') + 1); }
+
+// One checkpoint of `step` staged in `root`, which its creator commits once every shard's files
+// are written and their records added. Dropped without commit(), it removes the staging directory.
+class StagedCheckpoint {
+ public:
+  StagedCheckpoint(const std::string& root, int64_t step, int keep_last) : dir_(root, posix_fs(), keep_last) {
+    Status s;
+    {
+      py::gil_scoped_release nogil;
+      s = dir_.open();
+      if (s.ok()) s = dir_.begin(step, &writer_);
+    }
+    check(s);
+  }
+  std::string name() const { return base_name(writer_->staging()); }
+  void add_files(const std::vector<FileRecord>& records, int world_size) {
+    std::vector<ManifestFile> files;
+    for (const auto& [name, size, hash] : records) {
+      if (!Manifest::valid_file_name(name) || name.find('/') == std::string::npos)
+        throw py::value_error("hydro: a shard's file record names '" + name + "', outside every shard");
+      files.push_back({name, size, hash});
+    }
+    writer_->add_files(files, /*sharded=*/true);
+    writer_->set_world_size(world_size);
+  }
+  // DCP's index, at the checkpoint's top.
+  void write_dcp_metadata(const py::bytes& data) {
+    std::string bytes = data;
+    Status s;
+    {
+      py::gil_scoped_release nogil;
+      s = writer_->write_file(Manifest::kDcpMetadata, bytes);
+    }
+    check(s);
+  }
+  std::string commit(bool keep) {
+    writer_->set_keep(keep);
+    CheckpointInfo info;
+    Status s;
+    {
+      py::gil_scoped_release nogil;
+      s = warn_if_durability_uncertain(writer_->commit(&info));
+    }
+    check(s);
+    return info.path;
+  }
+
+ private:
+  CheckpointDir dir_;
+  std::unique_ptr<CheckpointWriter> writer_;
+};
+
+// One process's files in rank-R/ of a checkpoint another process staged.
+class ShardFiles {
+ public:
+  ShardFiles(const std::string& root, const std::string& staging, int64_t step, int rank) : dir_(root) {
+    Status s = dir_.join(staging, step, &writer_);
+    if (s.ok()) s = writer_->set_subdir(Manifest::shard_dir(rank));
+    check(s);
+    subdir_ = Manifest::shard_dir(rank);
+  }
+  // The shard's directory, as the checkpoint names its files: "rank-R".
+  const std::string& subdir() const { return subdir_; }
+  void open(const std::string& name) {
+    if (file_) throw py::value_error("hydro: " + name + ": the shard's last file is still open");
+    check(writer_->open_file(name, &file_));
+  }
+  size_t write(const py::buffer& data) {
+    py::buffer_info b = data.request();
+    const size_t n = static_cast<size_t>(b.size * b.itemsize);
+    if (!file_) throw py::value_error("hydro: no shard file is open");
+    Status s;
+    {
+      py::gil_scoped_release nogil;
+      s = file_->append(b.ptr, n);
+    }
+    check(s);
+    return n;
+  }
+  void finish() {
+    if (!file_) throw py::value_error("hydro: no shard file is open");
+    Status s = file_->finish();
+    file_.reset();
+    check(s);
+  }
+  // fsyncs the finished files and the shard's directory; returns their records.
+  std::vector<FileRecord> sync() {
+    Status s;
+    {
+      py::gil_scoped_release nogil;
+      s = writer_->sync_subdir();
+    }
+    check(s);
+    std::vector<FileRecord> out;
+    for (const auto& f : writer_->files()) out.emplace_back(f.name, f.size, f.xxh64);
+    return out;
+  }
+
+ private:
+  CheckpointDir dir_;
+  std::unique_ptr<CheckpointWriter> writer_;
+  std::unique_ptr<FileSink> file_;
+  std::string subdir_;
+};
+
+// The newest checkpoint in `root` whose every file checks: (path, step), or None. What was passed
+// over on the way (a torn or corrupt newer one) goes to the log.
+py::object latest_valid(const std::string& root) {
+  std::optional<CheckpointInfo> found;
+  std::vector<std::string> warnings;
+  Status s;
+  {
+    py::gil_scoped_release nogil;
+    s = CheckpointDir(root).latest_valid(&found, &warnings);
+  }
+  for (const auto& w : warnings) log(w);
+  check(s);
+  if (!found) return py::none();
+  return py::make_tuple(found->path, found->step);
+}
+
+}  // namespace
+
+void bind_checkpoint_dir(py::module_& m) {
+  m.attr("DCP_METADATA") = Manifest::kDcpMetadata;
+  py::class_<StagedCheckpoint>(m, "StagedCheckpoint")
+      .def(py::init<const std::string&, int64_t, int>(), py::arg("root"), py::arg("step"), py::arg("keep_last"))
+      .def_property_readonly("name", &StagedCheckpoint::name)
+      .def("add_files", &StagedCheckpoint::add_files, py::arg("records"), py::arg("world_size"))
+      .def("write_dcp_metadata", &StagedCheckpoint::write_dcp_metadata, py::arg("data"))
+      .def("commit", &StagedCheckpoint::commit, py::arg("keep"));
+  py::class_<ShardFiles>(m, "ShardFiles")
+      .def(py::init<const std::string&, const std::string&, int64_t, int>(), py::arg("root"), py::arg("staging"),
+           py::arg("step"), py::arg("rank"))
+      .def_property_readonly("subdir", &ShardFiles::subdir)
+      .def("open", &ShardFiles::open, py::arg("name"))
+      .def("write", &ShardFiles::write)
+      .def("flush", [](ShardFiles&) {})
+      .def("writable", [](ShardFiles&) { return true; })
+      .def("finish", &ShardFiles::finish)
+      .def("sync", &ShardFiles::sync);
+  m.def("latest_valid", &latest_valid, py::arg("root"));
+}
+
+}  // namespace hydro

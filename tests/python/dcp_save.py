@@ -1,0 +1,51 @@
+"""One rank of fsdp_train.py's sharded model and AdamW, saved by the program's own dcp.save and
+dcp.async_save with hydro as DCP's storage layer (hydro.dcp.Writer), for test_dcp_storage.py. RANK,
+WORLD_SIZE, MASTER_ADDR and MASTER_PORT as torchrun sets them. Trains 3 steps (every rank the same
+batch), dcp.save as step 3, 2 more steps, dcp.async_save as step 5 (waited for), and prints
+saved3=<digest> and saved5=<digest> (fsdp_model.digest). Usage: dcp_save.py ROOT"""
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+
+import hydro.dcp
+from fsdp_model import digest, model as make_model
+
+
+def steps(model, opt, first, last):
+    for step in range(first, last):
+        g = torch.Generator().manual_seed(step)
+        x, y = torch.randn(16, 32, generator=g), torch.randn(16, 4, generator=g)
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+
+
+def main(root):
+    dist.init_process_group("gloo")
+    model = make_model()
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    for layer in model:
+        if isinstance(layer, torch.nn.Linear):
+            fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    state = lambda: {"model": get_model_state_dict(model), "optimizer": get_optimizer_state_dict(model, opt)}  # noqa: E731
+    steps(model, opt, 0, 3)
+    dcp.save(state(), storage_writer=hydro.dcp.Writer(root, 3))
+    print(f"saved3={digest(model, opt)}", flush=True)
+    steps(model, opt, 3, 5)
+    dcp.async_save(state(), storage_writer=hydro.dcp.Writer(root, 5)).result()
+    print(f"saved5={digest(model, opt)}", flush=True)
+    dist.destroy_process_group()
+    sys.stdout.flush()
+    os._exit(0)  # as fsdp_train.py's end(): gloo may abort the interpreter's finalization
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
