@@ -165,6 +165,10 @@ class _Part:
     def tensor(self, ref):
         return self._values[ref] if self._values is not None else shard_file.read_tensor(self._file, ref, self.path)
 
+    def read_into(self, ref, target):
+        """Reads a whole chunk into `target`, as it lies in the file; False where it cannot."""
+        return self._values is None and shard_file.read_into(self._file, ref, target)
+
     def bytes(self, ref):
         return self._values[ref] if self._values is not None else shard_file.read_bytes(self._file, ref, self.path)
 
@@ -197,14 +201,14 @@ def rank_files(path):
 def merged(parts):
     """DCP's Metadata of the chunks of every part (each with .tensors and .values, as an index has
     them), each chunk once (one that several ranks saved, a replicated one, from the first part),
-    whose storage_data maps a chunk to (part, where in it)."""
+    whose storage_data maps a chunk to (part, where in it, its sizes: None for a value)."""
     from torch.distributed.checkpoint import metadata as dcp
     meta, where = {}, {}
     for p, part in enumerate(parts):
         for fqn, ref in part.values.items():
             if fqn not in meta:
                 meta[fqn] = dcp.BytesStorageMetadata()
-                where[dcp.MetadataIndex(fqn)] = (p, ref)
+                where[dcp.MetadataIndex(fqn)] = (p, ref, None)
         for fqn, whole in part.tensors.items():
             if fqn not in meta:
                 meta[fqn] = dcp.TensorStorageMetadata(dcp.TensorProperties(dtype=whole["dtype"]),
@@ -213,7 +217,7 @@ def merged(parts):
                 index = dcp.MetadataIndex(fqn, torch.Size(offsets))
                 if index not in where:
                     meta[fqn].chunks.append(dcp.ChunkStorageMetadata(torch.Size(offsets), torch.Size(sizes)))
-                    where[index] = (p, ref)
+                    where[index] = (p, ref, tuple(sizes))
     return dcp.Metadata(state_dict_metadata=meta, storage_data=where)
 
 
@@ -232,15 +236,18 @@ def fill(name, state, parts):
                          f"{sorted(saved - here)[:4]}, here only {sorted(here - saved)[:4]}")
     plan = planner.finish_plan(planner.create_global_plan([planner.create_local_plan()])[0])
     for item in plan.items:
-        p, ref = metadata.storage_data[item.storage_index]
+        p, ref, sizes = metadata.storage_data[item.storage_index]
         if item.type == LoadItemType.BYTE_IO:
             planner.load_bytes(item, io.BytesIO(parts[p].bytes(ref)))
             continue
-        stored = parts[p].tensor(ref)
-        for dim, (start, length) in enumerate(zip(item.storage_offsets, item.lengths)):
-            stored = stored.narrow(dim, start, length)
         target = planner.resolve_tensor(item).detach()
-        target.copy_(stored)
+        whole = not any(item.storage_offsets) and tuple(item.lengths) == sizes
+        dtype = metadata.state_dict_metadata[item.storage_index.fqn].properties.dtype
+        if not (whole and target.dtype == dtype and parts[p].read_into(ref, target)):
+            stored = parts[p].tensor(ref)
+            for dim, (start, length) in enumerate(zip(item.storage_offsets, item.lengths)):
+                stored = stored.narrow(dim, start, length)
+            target.copy_(stored)
         planner.commit_tensor(item, target)
 
 
@@ -272,7 +279,7 @@ def dcp_metadata(staging, files, names):
                for f in sorted((f for f in files if f.rsplit("/", 1)[-1] == f"{name}.pt"), key=_rank_of)]
     metadata = merged(indexes)
     metadata.storage_data = {i: filesystem._StorageInfo(indexes[p].relative, *span)
-                             for i, (p, span) in metadata.storage_data.items()}
+                             for i, (p, span, _) in metadata.storage_data.items()}
     metadata.planner_data = {fqn: path for index in indexes for fqn, path in index.mappings.items()}
     metadata.version = filesystem.CURRENT_DCP_VERSION
     return pickle.dumps(metadata)

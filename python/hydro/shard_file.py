@@ -10,6 +10,7 @@ The index: {FORMAT: VERSION, "kind": how the state was taken, "tensors": {fqn: {
 a span is (offset, length) in the file and the fqns are DCP's for the state {tracked name: state}."""
 import io
 import struct
+import sys
 
 import torch
 
@@ -36,12 +37,13 @@ class _Counted:
 
 def _own_cpu(t):
     """The chunk as DCP writes it: on the CPU, with a storage of its own bytes only (torch.save
-    writes a view's whole storage, and a padded shard is a view)."""
+    writes a view's whole storage, and a padded shard is a view), and here contiguous too, so that
+    its stored bytes are the tensor's in order (read_into)."""
     t = t.detach()
     if t.device.type != "cpu":
         t = t.cpu()
-    if t.untyped_storage().nbytes() != t.numel() * t.element_size():
-        t = t.clone()
+    if t.untyped_storage().nbytes() != t.numel() * t.element_size() or not t.is_contiguous():
+        t = t.contiguous().clone()
     return t
 
 
@@ -93,9 +95,64 @@ def _read_span(f, span, path):
     return data
 
 
+class _Span(io.RawIOBase):
+    """The bytes at `span` of an open file, as a file of their own: torch.load reads each record
+    through readinto() straight into its tensor's memory, as DCP's reader does (no copy between)."""
+
+    def __init__(self, f, span):
+        super().__init__()
+        self._f, (self._start, self._length), self._at = f, span, 0
+
+    def readable(self):
+        return True
+
+    def seekable(self):
+        return True
+
+    def tell(self):
+        return self._at
+
+    def seek(self, offset, whence=io.SEEK_SET):
+        self._at = offset + {io.SEEK_SET: 0, io.SEEK_CUR: self._at, io.SEEK_END: self._length}[whence]
+        return self._at
+
+    def readinto(self, buffer):
+        n = max(0, min(len(buffer), self._length - self._at))
+        self._f.seek(self._start + self._at)
+        got = self._f.readinto(memoryview(buffer).cast("B")[:n]) if n else 0
+        self._at += got
+        return got
+
+
 def read_tensor(f, span, path):
     """The chunk stored at `span`, as DCP's reader loads it."""
-    return torch.load(io.BytesIO(_read_span(f, span, path)), map_location="cpu", weights_only=True)
+    if span[0] + span[1] > f.seek(0, io.SEEK_END):
+        raise ValueError(f"{path}: {span[1]} bytes at {span[0]} run past the file's end")
+    return torch.load(_Span(f, span), map_location="cpu", weights_only=True)
+
+
+def read_into(f, span, target):
+    """Reads the whole chunk at `span` straight into `target`, a contiguous CPU tensor of its dtype
+    and shape, with no copy between: the bytes of the one storage record of the chunk's torch.save
+    are the tensor's (write() stores chunks contiguous in storages of their own), in this machine's
+    byte order. False, having read nothing into it, where that does not hold."""
+    if not target.is_contiguous() or target.device.type != "cpu" or sys.byteorder != "little":
+        return False
+    nbytes = target.numel() * target.element_size()
+    try:
+        records = torch._C.PyTorchFileReader(_Span(f, span))
+        names = set(records.get_all_records())
+        if names & {"data/0", "data/1"} != {"data/0"} or ("byteorder" in names and
+                                                            bytes(records.get_record("byteorder")) != b"little"):
+            return False
+        at = records.get_record_offset("data/0")
+    except (RuntimeError, AttributeError):  # not a zip torch reads, or a torch without these calls
+        return False
+    if nbytes == 0 or at + nbytes > span[1]:
+        return False
+    f.seek(span[0] + at)
+    view = memoryview(target.reshape(-1).view(torch.uint8).numpy())  # any dtype's bytes (numpy has no bfloat16)
+    return f.readinto(view) == nbytes
 
 
 def read_bytes(f, span, path):

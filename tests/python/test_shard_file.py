@@ -53,7 +53,19 @@ def test_a_file_resumes_its_bits_and_each_chunk_loads_alone(tmp_path):
     with open(tmp_path / "model.pt", "rb") as f:
         index = shard_file.read_index(f, "model.pt")
         offsets, sizes, span = index["tensors"]["model.0.weight"]["chunks"][0]
-        assert torch.equal(shard_file.read_tensor(f, span, "model.pt"), model[0].weight.detach())
+        weight = model[0].weight.detach()
+        assert torch.equal(shard_file.read_tensor(f, span, "model.pt"), weight)
+        # A whole chunk goes straight into a contiguous tensor of its dtype, and into no other.
+        into = torch.empty_like(weight)
+        assert shard_file.read_into(f, span, into) and torch.equal(into, weight)
+        assert not shard_file.read_into(f, span, torch.empty(weight.shape[::-1]).t())
+
+
+def test_a_bfloat16_chunk_is_read_into_its_tensor_whole(tmp_path):
+    state = {"w": torch.randn(5, 7).to(torch.bfloat16), "step": torch.tensor(3.0)}
+    save(tmp_path, "extra", state)
+    filled = fill_from(tmp_path / "extra.pt", "extra", {k: torch.zeros_like(v) for k, v in state.items()})
+    assert_same(filled, state)
 
 
 def test_dcp_loads_the_files_through_the_merged_metadata(tmp_path):
