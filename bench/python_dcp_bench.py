@@ -23,7 +23,8 @@ save, the previous one removed outside the time. Both on the same disk, under DI
     directory (step 2's if it exists, else step 1's), dcp.load(); and counts: loads step 1's or
     step 2's exact tensors (SHA-256 of every parameter and optimizer tensor), fails to load, loads
     but wrong. For DCP also "fallback": step 1's directory when the newest one fails to load (a
-    user who knows which directory was cut short).
+    user who knows which directory was cut short). hydro.dcp: the child's async_save goes through
+    hydro.dcp.Writer into one root, and the parent's dcp.load through hydro.dcp.Reader.
 Usage: .venv/bin/python bench/python_dcp_bench.py [DIR] [--sizes 10,100,1000] [--rounds N]
        [--kill-trials N] [--kill-mb MB]"""
 import argparse
@@ -169,6 +170,11 @@ def child(kind, d, mb):
         rt = runtime(model, opt, d)
         save = lambda step: rt.save(step)
         durable = lambda step, _: rt.wait_idle()
+    elif kind == "hydro.dcp":
+        import hydro.dcp
+        save = lambda step: dcp.async_save({"model": model, "optimizer": opt},
+                                           storage_writer=hydro.dcp.Writer(d, step))
+        durable = lambda step, f: f.result()
     else:
         save = lambda step: dcp_save(model, opt, os.path.join(d, f"step-{step}"))
         durable = lambda step, f: (f.result(), dcp_fsync_dirs(os.path.join(d, f"step-{step}")))
@@ -220,6 +226,17 @@ def load_dcp(path, mb, want):
     return verdict(model, opt, want)
 
 
+def resume_hydro_dcp(d, mb, want):
+    """dcp.load through hydro.dcp.Reader: the newest checkpoint whose every file checks."""
+    import hydro.dcp
+    model, opt = state(mb)
+    try:
+        dcp.load({"model": model, "optimizer": opt}, storage_reader=hydro.dcp.Reader(d))
+    except (Exception, CheckpointException):  # noqa: BLE001 - any failure to load counts as one
+        return "fails"
+    return verdict(model, opt, want)
+
+
 def resume_dcp(d, mb, want):
     """(newest directory's verdict, with fallback to step 1's)."""
     newest = os.path.join(d, "step-2")
@@ -259,13 +276,15 @@ def kill_trial(kind, d, mb, rng):
 def kill_trials(trials, mb, top):
     """{variant: {verdict: count}} over `trials` kills of each kind, interleaved."""
     want, rng = expected(mb), random.Random()  # resume() restores `random`: a private generator
-    counts = {k: {} for k in ("hydro", "dcp newest", "dcp fallback")}
+    counts = {k: {} for k in ("hydro", "hydro.dcp", "dcp newest", "dcp fallback")}
+    resumes = {"hydro": lambda d: {"hydro": resume_hydro(d, mb, want)},
+               "hydro.dcp": lambda d: {"hydro.dcp": resume_hydro_dcp(d, mb, want)},
+               "dcp": lambda d: dict(zip(["dcp newest", "dcp fallback"], resume_dcp(d, mb, want)))}
     for i in range(trials):
-        for kind in rng.sample(["hydro", "dcp"], 2):
+        for kind in rng.sample(list(resumes), len(resumes)):
             d = os.path.join(top, "kill", f"{kind}-{i}")
             kill_trial(kind, d, mb, rng)
-            got = [resume_hydro(d, mb, want)] if kind == "hydro" else resume_dcp(d, mb, want)
-            for k, g in zip(["hydro"] if kind == "hydro" else ["dcp newest", "dcp fallback"], got):
+            for k, g in resumes[kind](d).items():
                 counts[k][g] = counts[k].get(g, 0) + 1
             shutil.rmtree(d)
     return counts
@@ -294,7 +313,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=7, help="rounds (default 7; 3 at 1000 MB and above)")
     ap.add_argument("--kill-trials", type=int, default=100, help="kill -9 trials of each kind (default 100)")
     ap.add_argument("--kill-mb", type=int, default=10, help="state size of the kill trials (default 10)")
-    ap.add_argument("--child", choices=["hydro", "dcp"], help=argparse.SUPPRESS)
+    ap.add_argument("--child", choices=["hydro", "hydro.dcp", "dcp"], help=argparse.SUPPRESS)
     a = ap.parse_args()
     torch.set_num_threads(1)
     if a.child:

@@ -10,9 +10,16 @@ all (AdamW holds two more copies of the weights). Each rank holds 1/RANKS of it 
     moves, directories fsynced); DCP: dcp.save of get_state_dict(model, optim), as DCP's docs show,
     with its FileSystemWriter (data files and .metadata fsynced), plus an fsync of the checkpoint directory
     and of its parent, the least that makes its names durable;
+    hydro.dcp: the same dcp.save with hydro as its storage layer (hydro.dcp.Writer: each rank's
+    file hashed and fsynced, the coordinator's .metadata, manifest, rename and `latest`);
   load (the slowest rank's): hydro: rt.resume() (each rank checks the checksums of its own shard
-    and reads its own file; the model and the optimizer filled through torch's set_*_state_dict); DCP: dcp.load into the model's and the optimizer's state dicts, then
-    set_model_state_dict and set_optimizer_state_dict. Both read what the page cache holds.
+    and reads its own file; the model and the optimizer filled through torch's set_*_state_dict);
+    DCP: dcp.load into the model's and the optimizer's state dicts, then set_model_state_dict and
+    set_optimizer_state_dict; hydro.dcp: the same with hydro.dcp.Reader (every rank checks every
+    file's checksum first). All read what the page cache holds;
+  async_save, DCP's and through hydro.dcp.Writer: the stall (until dcp.async_save returns, the
+    state staged in host memory) and the time until durable (its future's result, plus DCP's
+    directory fsyncs as above).
 Usage: .venv/bin/python bench/python_fsdp_bench.py [DIR] [--ranks N] [--mb MB] [--rounds N]"""
 import argparse
 import os
@@ -104,12 +111,53 @@ class Variants:
                 fsync_dir(self.top)
         return save
 
-    def dcp_load(self):
+    def dcp_state(self):
+        from torch.distributed.checkpoint.state_dict import get_state_dict
+        msd, osd = get_state_dict(self.model, self.opt)
+        return {"model": msd, "optim": osd}
+
+    def hydro_dcp_save(self):
+        import torch.distributed.checkpoint as dcp
+        import hydro.dcp
+        self.step += 1
+        dcp.save(self.dcp_state(), storage_writer=hydro.dcp.Writer(os.path.join(self.top, "hydro-dcp"), self.step,
+                                                                     keep_last=1))
+
+    def hydro_dcp_load(self):
+        import hydro.dcp
+        self.dcp_load(hydro.dcp.Reader(os.path.join(self.top, "hydro-dcp")))
+
+    def async_save(self, kind):
+        """(stall, until durable) of one dcp.async_save, DCP's own or through hydro.dcp.Writer."""
+        import torch.distributed.checkpoint as dcp
+        import hydro.dcp
+        self.step += 1
+        if kind == "dcp":
+            d = os.path.join(self.top, f"dcp-async-{self.step}")
+            where = {"checkpoint_id": d}
+        else:
+            where = {"storage_writer": hydro.dcp.Writer(os.path.join(self.top, "hydro-dcp"), self.step, keep_last=1)}
+        dist.barrier()
+        t0 = time.perf_counter()
+        future = dcp.async_save(self.dcp_state(), **where)
+        t1 = time.perf_counter()
+        future.result()
+        if kind == "dcp" and dist.get_rank() == 0:
+            fsync_dir(d)
+            fsync_dir(self.top)
+        t = torch.tensor([t1 - t0, time.perf_counter() - t0], dtype=torch.float64)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        dist.barrier()
+        if kind == "dcp" and dist.get_rank() == 0:
+            shutil.rmtree(d)
+        return t.tolist()
+
+    def dcp_load(self, reader=None):
         import torch.distributed.checkpoint as dcp
         from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
         msd, osd = get_state_dict(self.model, self.opt)
         state = {"model": msd, "optim": osd}
-        dcp.load(state, checkpoint_id=self.dcp_last)
+        dcp.load(state, **({"storage_reader": reader} if reader else {"checkpoint_id": self.dcp_last}))
         set_state_dict(self.model, self.opt, model_state_dict=state["model"], optim_state_dict=state["optim"])
 
 
@@ -122,34 +170,44 @@ def worker(a):
     rt.track("optimizer", opt)
     v = Variants(model, opt, rt, a.dir)
     rng = random.Random(1)
-    rows = {"save until durable": [], "load": []}
-    for _ in range(a.rounds + 1):  # the first round warms both up and is not counted
-        order = ["hydro", "dcp"]
+    rows = {m: [] for m in ("save until durable", "load", "async_save: stall", "async_save: until durable")}
+    for _ in range(a.rounds + 1):  # the first round warms every variant up and is not counted
+        order = ["hydro", "dcp", "hydro.dcp"]
         rng.shuffle(order)
-        save, load = {}, {}
+        save, load, stall, durable = {}, {}, {}, {}
         for kind in order:
             dist.barrier()
             if kind == "hydro":
                 save[kind] = slowest(v.hydro_save)
                 load[kind] = slowest(v.hydro_load)
-            else:
+                continue
+            if kind == "dcp":
                 save[kind] = slowest(v.dcp_save())
                 load[kind] = slowest(v.dcp_load)
-        rows["save until durable"].append(save)
-        rows["load"].append(load)
+            else:
+                save[kind] = slowest(v.hydro_dcp_save)
+                load[kind] = slowest(v.hydro_dcp_load)
+            stall[kind], durable[kind] = v.async_save("dcp" if kind == "dcp" else "hydro.dcp")
+        for name, got in zip(rows, (save, load, stall, durable)):
+            rows[name].append(got)
     rt.close()
     if dist.get_rank() == 0:
-        shard_mb = a.mb / a.ranks
-        print(f"FSDP2 on the CPU, {a.ranks} ranks, {a.mb} MB in all ({shard_mb:.0f} MB a rank), {a.rounds} rounds; "
-              "medians, the slowest rank's time")
-        print(f"{'measure':<20} {'hydro ms':>10} {'DCP ms':>10} {'hydro/DCP':>10}")
-        for name, runs in rows.items():
-            runs = runs[1:]
-            h = statistics.median(r["hydro"] for r in runs) * 1000
-            d = statistics.median(r["dcp"] for r in runs) * 1000
-            ratio = statistics.median(r["hydro"] / r["dcp"] for r in runs)
-            print(f"{name:<20} {h:>10.1f} {d:>10.1f} {ratio:>10.2f}")
+        report(a, rows)
     dist.destroy_process_group()
+
+
+def report(a, rows):
+    print(f"FSDP2 on the CPU, {a.ranks} ranks, {a.mb} MB in all ({a.mb / a.ranks:.0f} MB a rank), {a.rounds} rounds; "
+          "medians, the slowest rank's time; ratios: medians of each round's against DCP's")
+    print(f"{'measure':<26} {'variant':<10} {'ms':>9} {'/ DCP':>7}")
+    for name, runs in rows.items():
+        runs = runs[1:]
+        for kind in ("hydro", "hydro.dcp", "dcp"):
+            if kind not in runs[0]:
+                continue
+            ms = statistics.median(r[kind] for r in runs) * 1000
+            ratio = statistics.median(r[kind] / r["dcp"] for r in runs)
+            print(f"{name:<26} {kind:<10} {ms:>9.1f} {ratio:>7.2f}")
 
 
 def spawn(a):
