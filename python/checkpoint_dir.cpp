@@ -130,20 +130,53 @@ class ShardFiles {
   std::string subdir_;
 };
 
-// The newest checkpoint in `root` whose every file checks: (path, step), or None. What was passed
-// over on the way (a torn or corrupt newer one) goes to the log.
-py::object latest_valid(const std::string& root) {
-  std::optional<CheckpointInfo> found;
+// Runs `list(&warnings)` on `root`'s directory without the GIL, logs the warnings (a torn or
+// corrupt checkpoint passed over, a bad `latest`) and raises its failure.
+template <typename F>
+void listing(const std::string& root, F&& list) {
   std::vector<std::string> warnings;
   Status s;
   {
     py::gil_scoped_release nogil;
-    s = CheckpointDir(root).latest_valid(&found, &warnings);
+    CheckpointDir dir(root);
+    s = list(dir, &warnings);
   }
   for (const auto& w : warnings) log(w);
   check(s);
+}
+
+// The newest checkpoint in `root` whose every file checks: (path, step), or None.
+py::object latest_valid(const std::string& root) {
+  std::optional<CheckpointInfo> found;
+  listing(root, [&](CheckpointDir& dir, std::vector<std::string>* w) { return dir.latest_valid(&found, w); });
   if (!found) return py::none();
   return py::make_tuple(found->path, found->step);
+}
+
+// The checkpoints of `root` in the order latest_valid() tries them, unverified: [(name, path, step)].
+std::vector<std::tuple<std::string, std::string, int64_t>> resume_order(const std::string& root) {
+  std::vector<CheckpointInfo> order;
+  listing(root, [&](CheckpointDir& dir, std::vector<std::string>* w) { return dir.resume_order(&order, w); });
+  std::vector<std::tuple<std::string, std::string, int64_t>> out;
+  for (const auto& c : order) out.emplace_back(c.name, c.path, c.step);
+  return out;
+}
+
+// Rank `rank` of `world` checkers' share of checkpoint `name`: the shards r = rank, rank + world, ...
+// of its ranks, and the files outside every shard (a checkpoint of one writer: rank 0 checks it
+// all). None when they check, else what failed.
+py::object verify_share(const std::string& root, const std::string& name, int rank, int world) {
+  Status s;
+  {
+    py::gil_scoped_release nogil;
+    CheckpointDir dir(root);
+    Manifest m;
+    s = dir.read_manifest(name, &m);
+    if (s.ok() && !m.sharded && rank == 0) s = dir.verify(name);
+    for (int r = rank; s.ok() && m.sharded && r < m.world_size; r += world) s = dir.verify(name, nullptr, r);
+  }
+  if (s.ok()) return py::none();
+  return py::str(s.message());
 }
 
 }  // namespace
@@ -167,6 +200,8 @@ void bind_checkpoint_dir(py::module_& m) {
       .def("finish", &ShardFiles::finish)
       .def("sync", &ShardFiles::sync);
   m.def("latest_valid", &latest_valid, py::arg("root"));
+  m.def("resume_order", &resume_order, py::arg("root"));
+  m.def("verify_share", &verify_share, py::arg("root"), py::arg("name"), py::arg("rank"), py::arg("world"));
 }
 
 }  // namespace hydro

@@ -14,7 +14,8 @@ or dies before the commit leaves `latest` on the previous checkpoint, and its st
 removed. Every rank must see `root` (a shared filesystem).
 
 Reader: DCP's own FileSystemReader over the newest checkpoint in `root` whose every file has its
-manifest's size and hash; a newer one that fails is passed over (the log names it and why). Plain
+manifest's size and hash; a newer one that fails is passed over (the log names it and why). With a
+process group, the ranks split the check and agree. Plain
 dcp.load(state, checkpoint_id=f"{root}/latest") reads the same files without the check."""
 import dataclasses
 import os
@@ -145,10 +146,33 @@ class Reader(FileSystemReader):
 
     @staticmethod
     def _newest_valid(root):
-        found = _C.latest_valid(root)
+        import torch.distributed as dist
+        found = None
+        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+            found = Reader._newest_valid_together(root, dist)
+        else:
+            found = _C.latest_valid(root)
         if found is None:
             raise FileNotFoundError(f"hydro.dcp.Reader: no checkpoint in {root} whose every file checks")
         return found
+
+    @staticmethod
+    def _newest_valid_together(root, dist):
+        """The ranks split the check: rank r of M checks the checkpoint's shards r, r + M, ... and
+        the files outside them, and they take the newest checkpoint every rank passed, in rank 0's
+        order (each byte read once, not once per rank)."""
+        rank, world = dist.get_rank(), dist.get_world_size()
+        order = [_C.resume_order(root) if rank == 0 else None]
+        dist.broadcast_object_list(order, src=0)
+        for name, path, step in order[0]:
+            problem = _C.verify_share(root, name, rank, world)
+            if problem:
+                _C.log(f"hydro.dcp.Reader: passing over {path}: {problem}")
+            problems = [None] * world
+            dist.all_gather_object(problems, problem)
+            if not any(problems):
+                return path, step
+        return None
 
     def reset(self, checkpoint_id=None):
         if checkpoint_id is not None and os.fspath(checkpoint_id) != self.root:

@@ -265,32 +265,36 @@ std::vector<CheckpointInfo> CheckpointDir::list() const {
   return out;
 }
 
-Status CheckpointDir::latest_valid(std::optional<CheckpointInfo>* out, std::vector<std::string>* warnings) const {
-  out->reset();
+Status CheckpointDir::resume_order(std::vector<CheckpointInfo>* out, std::vector<std::string>* warnings) const {
+  out->clear();
   std::string target;
   const std::string link = root_ + "/" + kLatest;
   Status s = fs_.read_link(link, &target);
   int64_t step = 0;
-  if (s.ok()) {
-    if (!parse_name(target, &step)) {
-      warnings->push_back(link + " points at '" + target + "', which is not a checkpoint name");
-    } else if (Status v = verify(target); v.ok()) {
-      *out = CheckpointInfo{target, root_ + "/" + target, step};
-      return Status::OK();
-    } else {
-      warnings->push_back(v.message());
-    }
-  } else if (s.code() != Code::not_found) {
+  if (s.ok() && parse_name(target, &step))
+    out->push_back(CheckpointInfo{target, root_ + "/" + target, step});
+  else if (s.ok())
+    warnings->push_back(link + " points at '" + target + "', which is not a checkpoint name");
+  else if (s.code() != Code::not_found)
     warnings->push_back(s.message());
-  }
   std::vector<CheckpointInfo> all;
   HYDRO_RETURN_IF_ERROR(in_commit_order(&all));
-  for (auto it = all.rbegin(); it != all.rend(); ++it) {
-    if (it->name == target) continue;
-    Status v = verify(it->name);
+  for (auto it = all.rbegin(); it != all.rend(); ++it)
+    if (it->name != target) out->push_back(*it);
+  return Status::OK();
+}
+
+Status CheckpointDir::latest_valid(std::optional<CheckpointInfo>* out, std::vector<std::string>* warnings) const {
+  out->reset();
+  std::string target;
+  const bool has_latest = fs_.read_link(root_ + "/" + kLatest, &target).ok();
+  std::vector<CheckpointInfo> order;
+  HYDRO_RETURN_IF_ERROR(resume_order(&order, warnings));
+  for (const auto& c : order) {
+    Status v = verify(c.name);
     if (v.ok()) {
-      if (!target.empty()) warnings->push_back("falling back to " + it->path);
-      *out = *it;
+      if (has_latest && c.name != target) warnings->push_back("falling back to " + c.path);
+      *out = c;
       return Status::OK();
     }
     warnings->push_back(v.message());

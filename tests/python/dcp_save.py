@@ -2,14 +2,18 @@
 dcp.async_save with hydro as DCP's storage layer (hydro.dcp.Writer), for test_dcp_storage.py. RANK,
 WORLD_SIZE, MASTER_ADDR and MASTER_PORT as torchrun sets them. Trains 3 steps (every rank the same
 batch), dcp.save as step 3, 2 more steps, dcp.async_save as step 5 (waited for), and prints
-saved3=<digest> and saved5=<digest> (fsdp_model.digest). Usage: dcp_save.py ROOT"""
+saved3=<digest> and saved5=<digest> (fsdp_model.digest). Then loads through hydro.dcp.Reader with the
+process group (the ranks split the check), prints loaded=<step>:<digest>, saves the same state as
+step 6, tears rank 1's file of it, loads again and prints fallback=<step>:<digest>.
+Usage: dcp_save.py ROOT"""
 import os
 import sys
 
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict
+from torch.distributed.checkpoint.state_dict import (get_model_state_dict, get_optimizer_state_dict,
+                                                     set_model_state_dict, set_optimizer_state_dict)
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 
@@ -24,6 +28,17 @@ def steps(model, opt, first, last):
         opt.zero_grad()
         torch.nn.functional.mse_loss(model(x), y).backward()
         opt.step()
+
+
+def load(model, opt, state, root, what):
+    """dcp.load of the sharded state through hydro.dcp.Reader (the ranks split its check); prints
+    WHAT=<the step it chose>:<digest>."""
+    reader = hydro.dcp.Reader(root)
+    loaded = state()
+    dcp.load(loaded, storage_reader=reader)
+    set_model_state_dict(model, loaded["model"])
+    set_optimizer_state_dict(model, opt, loaded["optimizer"])
+    print(f"{what}={reader.step}:{digest(model, opt)}", flush=True)
 
 
 def main(root):
@@ -42,6 +57,13 @@ def main(root):
     steps(model, opt, 3, 5)
     dcp.async_save(state(), storage_writer=hydro.dcp.Writer(root, 5)).result()
     print(f"saved5={digest(model, opt)}", flush=True)
+    load(model, opt, state, root, "loaded")
+    dcp.save(state(), storage_writer=hydro.dcp.Writer(root, 6))  # step 5's state again
+    if dist.get_rank() == 0:  # rank 1's file of step 6 torn: only rank 1 checks it, and both pass over it
+        with open(os.path.join(root, "step-000000000006", "rank-1", "__1_0.distcp"), "r+b") as f:
+            f.truncate(f.seek(0, os.SEEK_END) - 1)
+    dist.barrier()
+    load(model, opt, state, root, "fallback")
     dist.destroy_process_group()
     sys.stdout.flush()
     os._exit(0)  # as fsdp_train.py's end(): gloo may abort the interpreter's finalization

@@ -154,6 +154,8 @@ class CheckpointDir {
   // The newest checkpoint that verifies: `latest` first, then the others newest first.
   // Sets *out to nullopt when there is none. Problems found on the way go to *warnings.
   Status latest_valid(std::optional<CheckpointInfo>* out, std::vector<std::string>* warnings) const;
+  // The order latest_valid() tries them in (unverified): for checkers that split the work.
+  Status resume_order(std::vector<CheckpointInfo>* out, std::vector<std::string>* warnings) const;
   // Committed checkpoints, lowest step first (not verified). A directory that cannot be listed
   // (a disk or NFS hiccup) is an error, never an empty list: that would start a job afresh.
   Status list(std::vector<CheckpointInfo>* out) const;
