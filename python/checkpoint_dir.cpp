@@ -1,4 +1,4 @@
-// hydro._C.StagedCheckpoint, ShardFiles and latest_valid: hydro's checkpoint directory for a writer
+// hydro._C.StagedCheckpoint, ShardFiles, resume_order and verify_share: hydro's checkpoint directory for a writer
 // that Python drives (hydro.dcp, torch.distributed.checkpoint's storage layer). The coordinating
 // process stages a checkpoint and commits it; every process writes its files into its shard of the
 // staged directory. The protocol is hydro/checkpoint_dir.h's: hashed as written, fsynced, a
@@ -6,6 +6,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>
@@ -23,6 +24,16 @@ namespace hydro {
 namespace {
 
 using FileRecord = std::tuple<std::string, uint64_t, uint64_t>;  // name, size, xxh64
+
+// Dropping one of these closes files, joins a write-behind thread or removes a staging directory:
+// not with the GIL.
+struct ReleaseGilDelete {
+  template <typename T>
+  void operator()(T* p) const {
+    py::gil_scoped_release nogil;
+    delete p;
+  }
+};
 
 std::string base_name(const std::string& path) { return path.substr(path.rfind('/') + 1); }
 
@@ -81,16 +92,33 @@ class StagedCheckpoint {
 class ShardFiles {
  public:
   ShardFiles(const std::string& root, const std::string& staging, int64_t step, int rank) : dir_(root) {
-    Status s = dir_.join(staging, step, &writer_);
-    if (s.ok()) s = writer_->set_subdir(Manifest::shard_dir(rank));
+    Status s;
+    {
+      py::gil_scoped_release nogil;
+      s = dir_.join(staging, step, &writer_);
+      if (s.ok()) s = writer_->set_subdir(Manifest::shard_dir(rank));
+    }
     check(s);
     subdir_ = Manifest::shard_dir(rank);
   }
   // The shard's directory, as the checkpoint names its files: "rank-R".
   const std::string& subdir() const { return subdir_; }
   void open(const std::string& name) {
+    if (!writer_) throw py::value_error("hydro: " + name + ": the shard's files are closed");
     if (file_) throw py::value_error("hydro: " + name + ": the shard's last file is still open");
-    check(writer_->open_file(name, &file_));
+    Status s;
+    {
+      py::gil_scoped_release nogil;
+      s = writer_->open_file(name, &file_);
+    }
+    check(s);
+  }
+  // Closes what is open now, not when Python drops this object (a failed write's traceback keeps
+  // it): the file, and its write-behind thread. The staging directory stays its owner's.
+  void close() {
+    py::gil_scoped_release nogil;
+    file_.reset();
+    writer_.reset();
   }
   size_t write(const py::buffer& data) {
     py::buffer_info b = data.request();
@@ -106,12 +134,17 @@ class ShardFiles {
   }
   void finish() {
     if (!file_) throw py::value_error("hydro: no shard file is open");
-    Status s = file_->finish();
-    file_.reset();
+    Status s;
+    {
+      py::gil_scoped_release nogil;
+      s = file_->finish();
+      file_.reset();
+    }
     check(s);
   }
   // fsyncs the finished files and the shard's directory; returns their records.
   std::vector<FileRecord> sync() {
+    if (!writer_) throw py::value_error("hydro: the shard's files are closed");
     Status s;
     {
       py::gil_scoped_release nogil;
@@ -145,14 +178,6 @@ void listing(const std::string& root, F&& list) {
   check(s);
 }
 
-// The newest checkpoint in `root` whose every file checks: (path, step), or None.
-py::object latest_valid(const std::string& root) {
-  std::optional<CheckpointInfo> found;
-  listing(root, [&](CheckpointDir& dir, std::vector<std::string>* w) { return dir.latest_valid(&found, w); });
-  if (!found) return py::none();
-  return py::make_tuple(found->path, found->step);
-}
-
 // The checkpoints of `root` in the order latest_valid() tries them, unverified: [(name, path, step)].
 std::vector<std::tuple<std::string, std::string, int64_t>> resume_order(const std::string& root) {
   std::vector<CheckpointInfo> order;
@@ -172,6 +197,9 @@ py::object verify_share(const std::string& root, const std::string& name, int ra
     CheckpointDir dir(root);
     Manifest m;
     s = dir.read_manifest(name, &m);
+    auto dcp = [](const ManifestFile& f) { return f.name == Manifest::kDcpMetadata; };
+    if (s.ok() && std::none_of(m.files.begin(), m.files.end(), dcp))
+      s = Status::not_found(root + "/" + name + " has no " + Manifest::kDcpMetadata + ": not a DCP checkpoint");
     if (s.ok() && !m.sharded && rank == 0) s = dir.verify(name);
     for (int r = rank; s.ok() && m.sharded && r < m.world_size; r += world) s = dir.verify(name, nullptr, r);
   }
@@ -183,13 +211,13 @@ py::object verify_share(const std::string& root, const std::string& name, int ra
 
 void bind_checkpoint_dir(py::module_& m) {
   m.attr("DCP_METADATA") = Manifest::kDcpMetadata;
-  py::class_<StagedCheckpoint>(m, "StagedCheckpoint")
+  py::class_<StagedCheckpoint, std::unique_ptr<StagedCheckpoint, ReleaseGilDelete>>(m, "StagedCheckpoint")
       .def(py::init<const std::string&, int64_t, int>(), py::arg("root"), py::arg("step"), py::arg("keep_last"))
       .def_property_readonly("name", &StagedCheckpoint::name)
       .def("add_files", &StagedCheckpoint::add_files, py::arg("records"), py::arg("world_size"))
       .def("write_dcp_metadata", &StagedCheckpoint::write_dcp_metadata, py::arg("data"))
       .def("commit", &StagedCheckpoint::commit, py::arg("keep"));
-  py::class_<ShardFiles>(m, "ShardFiles")
+  py::class_<ShardFiles, std::unique_ptr<ShardFiles, ReleaseGilDelete>>(m, "ShardFiles")
       .def(py::init<const std::string&, const std::string&, int64_t, int>(), py::arg("root"), py::arg("staging"),
            py::arg("step"), py::arg("rank"))
       .def_property_readonly("subdir", &ShardFiles::subdir)
@@ -198,8 +226,8 @@ void bind_checkpoint_dir(py::module_& m) {
       .def("flush", [](ShardFiles&) {})
       .def("writable", [](ShardFiles&) { return true; })
       .def("finish", &ShardFiles::finish)
+      .def("close", &ShardFiles::close)
       .def("sync", &ShardFiles::sync);
-  m.def("latest_valid", &latest_valid, py::arg("root"));
   m.def("resume_order", &resume_order, py::arg("root"));
   m.def("verify_share", &verify_share, py::arg("root"), py::arg("name"), py::arg("rank"), py::arg("world"));
 }

@@ -13,9 +13,9 @@ into place and moves `latest` (hydro/checkpoint_dir.h), and prunes to keep_last.
 or dies before the commit leaves `latest` on the previous checkpoint, and its staging directory is
 removed. Every rank must see `root` (a shared filesystem).
 
-Reader: DCP's own FileSystemReader over the newest checkpoint in `root` whose every file has its
-manifest's size and hash; a newer one that fails is passed over (the log names it and why). With a
-process group, the ranks split the check and agree. Plain
+Reader: DCP's own FileSystemReader over the newest checkpoint in `root` that has DCP's .metadata
+and whose every file has its manifest's size and hash; a newer one that fails is passed over (the
+log names it and why). With a process group, the ranks split the check and agree. Plain
 dcp.load(state, checkpoint_id=f"{root}/latest") reads the same files without the check."""
 import dataclasses
 import os
@@ -60,7 +60,7 @@ class Writer(StorageWriter):
         self.root, self.step, self.keep_last, self.keep = os.fspath(root), int(step), int(keep_last), bool(keep)
         self.path = None  # the committed checkpoint's directory, on the coordinator
         self._staged = None
-        self._save_id = None
+        self._save_id = uuid.uuid4().hex
 
     def reset(self, checkpoint_id=None):
         if checkpoint_id is not None:
@@ -96,20 +96,23 @@ class Writer(StorageWriter):
         name = f"__{target.rank}_0.distcp"  # FileSystemWriter's name for a rank's first file
         relative = f"{shard.subdir}/{name}"
         results = []
-        if plan.items:
-            shard.open(name)
-            out = _Counted(shard)
-            for item in plan.items:
-                start = out.at
-                data = planner.resolve_data(item)
-                if item.type == WriteItemType.BYTE_IO:
-                    out.write(data.getbuffer())
-                else:
-                    torch.save(_own_cpu(data), out)
-                info = _StorageInfo(relative, start, out.at - start)
-                results.append(WriteResult(index=item.index, size_in_bytes=out.at - start, storage_data=info))
-            shard.finish()
-        files = tuple(shard.sync())
+        try:
+            if plan.items:
+                shard.open(name)
+                out = _Counted(shard)
+                for item in plan.items:
+                    start = out.at
+                    data = planner.resolve_data(item)
+                    if item.type == WriteItemType.BYTE_IO:
+                        out.write(data.getbuffer())
+                    else:
+                        torch.save(_own_cpu(data), out)
+                    info = _StorageInfo(relative, start, out.at - start)
+                    results.append(WriteResult(index=item.index, size_in_bytes=out.at - start, storage_data=info))
+                shard.finish()
+            files = tuple(shard.sync())
+        finally:
+            shard.close()  # now: a failure's traceback would keep the file open
         if results:
             first = results[0]
             results[0] = dataclasses.replace(first, storage_data=_Written(first.storage_data, files))
@@ -136,49 +139,55 @@ class Writer(StorageWriter):
 
 
 class Reader(FileSystemReader):
-    """dcp.load's storage_reader: the newest checkpoint in `root` whose every file checks (hydro's
-    manifest: sizes and hashes). `path` and `step` say which; FileNotFoundError if none does."""
+    """dcp.load's storage_reader: the newest checkpoint in `root` that DCP can load (it has
+    .metadata) and whose every file checks (hydro's manifest: sizes and hashes). `checkpoint` (a
+    str) and `step` say which; FileNotFoundError if none does. With a process group, every rank
+    makes its Reader at the same point: the ranks split the check and agree."""
 
     def __init__(self, root):
         self.root = os.fspath(root)
-        self.path, self.step = self._newest_valid(self.root)
-        super().__init__(self.path)
+        self.checkpoint, self.step = self._newest_valid(self.root)
+        super().__init__(self.checkpoint)
 
     @staticmethod
     def _newest_valid(root):
         import torch.distributed as dist
-        found = None
-        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-            found = Reader._newest_valid_together(root, dist)
-        else:
-            found = _C.latest_valid(root)
-        if found is None:
-            raise FileNotFoundError(f"hydro.dcp.Reader: no checkpoint in {root} whose every file checks")
-        return found
+        together = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+        rank, world = (dist.get_rank(), dist.get_world_size()) if together else (0, 1)
+        order = [None]
+        if rank == 0:
+            try:
+                order[0] = _C.resume_order(root)
+            except OSError as e:  # told to every rank, which would otherwise wait in the broadcast
+                order[0] = str(e)
+        if together:
+            dist.broadcast_object_list(order, src=0)
+        if isinstance(order[0], str):
+            raise OSError(f"hydro.dcp.Reader: {order[0]}")
+        for name, path, step in order[0]:
+            if Reader._passes(root, name, path, rank, world, dist if together else None):
+                return path, step
+        raise FileNotFoundError(f"hydro.dcp.Reader: no checkpoint in {root} that DCP can load and whose every "
+                                "file checks")
 
     @staticmethod
-    def _newest_valid_together(root, dist):
-        """The ranks split the check: rank r of M checks the checkpoint's shards r, r + M, ... and
-        the files outside them, and they take the newest checkpoint every rank passed, in rank 0's
-        order (each byte read once, not once per rank)."""
-        rank, world = dist.get_rank(), dist.get_world_size()
-        order = [_C.resume_order(root) if rank == 0 else None]
-        dist.broadcast_object_list(order, src=0)
-        for name, path, step in order[0]:
-            problem = _C.verify_share(root, name, rank, world)
-            if problem:
-                _C.log(f"hydro.dcp.Reader: passing over {path}: {problem}")
-            problems = [None] * world
-            dist.all_gather_object(problems, problem)
-            if not any(problems):
-                return path, step
-        return None
+    def _passes(root, name, path, rank, world, dist):
+        """Whether every rank passed its share of the check: rank r of M checks the checkpoint's
+        shards r, r + M, ... and the files outside them."""
+        problem = _C.verify_share(root, name, rank, world)
+        if problem:
+            _C.log(f"hydro.dcp.Reader: passing over {path}: {problem}")
+        if dist is None:
+            return not problem
+        problems = [None] * world
+        dist.all_gather_object(problems, problem)
+        return not any(problems)
 
     def reset(self, checkpoint_id=None):
         if checkpoint_id is not None and os.fspath(checkpoint_id) != self.root:
             self.root = os.fspath(checkpoint_id)
-            self.path, self.step = self._newest_valid(self.root)
-        super().reset(self.path)
+            self.checkpoint, self.step = self._newest_valid(self.root)
+        super().reset(self.checkpoint)
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id):

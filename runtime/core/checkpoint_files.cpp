@@ -9,7 +9,7 @@ namespace hydro {
 
 Status CheckpointWriter::open_file(const std::string& name, std::unique_ptr<FileSink>* out) {
   if (done_) return Status::invalid_argument("checkpoint already committed");
-  const bool hidden = !name.empty() && name[0] == '.' && name != Manifest::kDcpMetadata;
+  const bool hidden = !name.empty() && name[0] == '.' && !(name == Manifest::kDcpMetadata && subdir_.empty());
   if (name.empty() || name.find('/') != std::string::npos || hidden || name == Manifest::kFileName)
     return Status::invalid_argument("bad checkpoint file name '" + name + "'");
   const std::string full = subdir_.empty() ? name : subdir_ + "/" + name;

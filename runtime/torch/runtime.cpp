@@ -205,33 +205,33 @@ std::string Runtime::save_async(int64_t step, bool keep_always) {
     capturing.finish();  // every copy is done before training goes on
   }
   const std::string root = settings_.checkpoint_dir;
-  persist_.start(
-      [this, root, step, keep_always, epoch = epoch_, threads = compute_threads(), items = std::move(items)] {
-        CheckpointDir dir(root, fs_, settings_.keep_last);  // commit() also prunes
-        if (settings_.world_size > 1 && !resumed_name_.empty()) dir.protect(resumed_name_);
-        Status st = dir.open();
-        std::unique_ptr<CheckpointWriter> writer;
-        if (st.ok()) st = dir.begin(step, &writer);
-        if (st.ok()) {
-          writer->set_keep(keep_always);
-          writer->set_epoch(epoch);
-          writer->set_threads(threads.aten, threads.blas);
-        }
-        try {
-          for (const auto& it : items)
-            if (st.ok()) st = write_captured(*writer, it.file, it.captured);
-        } catch (const std::exception& e) {
-          st = Status::io(std::string("serializing the snapshot: ") + e.what());
-        }
-        if (st.ok() && dcp_metadata_) st = writer->compose_dcp_metadata(dcp_metadata_);
-        if (st.ok()) st = writer->commit();
-        if (Status s = warn_if_durability_uncertain(st); !s.ok())
-          persist_error_ = s.message();
-        else {
-          async_committed_ = true;
-          log("async checkpoint of step " + std::to_string(step) + " committed");
-        }
-      });
+  persist_.start([this, root, step, keep_always, epoch = epoch_, threads = compute_threads(), items = std::move(items),
+                  compose = dcp_metadata_] {
+    CheckpointDir dir(root, fs_, settings_.keep_last);  // commit() also prunes
+    if (settings_.world_size > 1 && !resumed_name_.empty()) dir.protect(resumed_name_);
+    Status st = dir.open();
+    std::unique_ptr<CheckpointWriter> writer;
+    if (st.ok()) st = dir.begin(step, &writer);
+    if (st.ok()) {
+      writer->set_keep(keep_always);
+      writer->set_epoch(epoch);
+      writer->set_threads(threads.aten, threads.blas);
+    }
+    try {
+      for (const auto& it : items)
+        if (st.ok()) st = write_captured(*writer, it.file, it.captured);
+    } catch (const std::exception& e) {
+      st = Status::io(std::string("serializing the snapshot: ") + e.what());
+    }
+    if (st.ok() && compose) st = writer->compose_dcp_metadata(compose);
+    if (st.ok()) st = writer->commit();
+    if (Status s = warn_if_durability_uncertain(st); !s.ok())
+      persist_error_ = s.message();
+    else {
+      async_committed_ = true;
+      log("async checkpoint of step " + std::to_string(step) + " committed");
+    }
+  });
   return root + "/" + CheckpointDir::name_for(step);
 }
 

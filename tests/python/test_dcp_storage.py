@@ -79,6 +79,16 @@ def test_the_reader_passes_over_a_corrupt_checkpoint_to_the_one_before(tmp_path,
     assert "step-000000000002" in capfd.readouterr().err
 
 
+def test_the_reader_passes_over_a_checkpoint_without_dcps_metadata(tmp_path, capfd):
+    _, first = save(tmp_path, 1, 1)
+    staged = hydro._C.StagedCheckpoint(str(tmp_path), 2, 0)  # a hydro checkpoint DCP cannot load
+    staged.add_files([], 1)
+    staged.commit(False)
+    reader = hydro.dcp.Reader(tmp_path)
+    assert reader.step == 1 and loaded(reader) == first
+    assert "has no .metadata" in capfd.readouterr().err
+
+
 def test_keep_last_removes_the_older_checkpoints(tmp_path):
     for step in (1, 2, 3):
         save(tmp_path, step, step, keep_last=2)
