@@ -15,7 +15,7 @@ void check(const Status& s);
 // hydro._C.SamplerOrder, sampler_num_samples, WatchdogClient, sharded_files (data.cpp).
 void bind_data(pybind11::module_& m);
 
-// hydro._C.StagedCheckpoint, ShardFiles, resume_order, verify_share, DCP_METADATA (checkpoint_dir.cpp).
+// hydro._C.StagedCheckpoint, ShardFiles, resume_order, verify_share (checkpoint_dir.cpp).
 void bind_checkpoint_dir(pybind11::module_& m);
 
 // hydro._C.Job, JobContext, JobRunner, MetricsTracker (job.cpp).

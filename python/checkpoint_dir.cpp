@@ -91,15 +91,15 @@ class StagedCheckpoint {
 // One process's files in rank-R/ of a checkpoint another process staged.
 class ShardFiles {
  public:
-  ShardFiles(const std::string& root, const std::string& staging, int64_t step, int rank) : dir_(root) {
+  ShardFiles(const std::string& root, const std::string& staging, int64_t step, int rank)
+      : dir_(root), subdir_(Manifest::shard_dir(rank)) {
     Status s;
     {
       py::gil_scoped_release nogil;
       s = dir_.join(staging, step, &writer_);
-      if (s.ok()) s = writer_->set_subdir(Manifest::shard_dir(rank));
+      if (s.ok()) s = writer_->set_subdir(subdir_);
     }
     check(s);
-    subdir_ = Manifest::shard_dir(rank);
   }
   // The shard's directory, as the checkpoint names its files: "rank-R".
   const std::string& subdir() const { return subdir_; }
@@ -210,7 +210,6 @@ py::object verify_share(const std::string& root, const std::string& name, int ra
 }  // namespace
 
 void bind_checkpoint_dir(py::module_& m) {
-  m.attr("DCP_METADATA") = Manifest::kDcpMetadata;
   py::class_<StagedCheckpoint, std::unique_ptr<StagedCheckpoint, ReleaseGilDelete>>(m, "StagedCheckpoint")
       .def(py::init<const std::string&, int64_t, int>(), py::arg("root"), py::arg("step"), py::arg("keep_last"))
       .def_property_readonly("name", &StagedCheckpoint::name)

@@ -29,10 +29,8 @@ from torch.distributed.checkpoint.planner import WriteItemType
 from torch.distributed.checkpoint.storage import StorageWriter, WriteResult
 from torch.futures import Future
 
-import torch
-
 from . import _C
-from .shard_file import _Counted, _own_cpu
+from .shard_file import _Counted, write_value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,14 +99,10 @@ class Writer(StorageWriter):
                 shard.open(name)
                 out = _Counted(shard)
                 for item in plan.items:
-                    start = out.at
                     data = planner.resolve_data(item)
-                    if item.type == WriteItemType.BYTE_IO:
-                        out.write(data.getbuffer())
-                    else:
-                        torch.save(_own_cpu(data), out)
-                    info = _StorageInfo(relative, start, out.at - start)
-                    results.append(WriteResult(index=item.index, size_in_bytes=out.at - start, storage_data=info))
+                    start, length = write_value(out, data.getbuffer() if item.type == WriteItemType.BYTE_IO else data)
+                    results.append(WriteResult(index=item.index, size_in_bytes=length,
+                                               storage_data=_StorageInfo(relative, start, length)))
                 shard.finish()
             files = tuple(shard.sync())
         finally:

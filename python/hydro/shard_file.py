@@ -47,17 +47,21 @@ def _own_cpu(t):
     return t
 
 
+def write_value(out, value):
+    """Appends one value as DCP lays it out, a tensor torch.save'd (_own_cpu) and bytes as they are,
+    to `out` (a _Counted); returns its span."""
+    start = out.at
+    if isinstance(value, torch.Tensor):
+        torch.save(_own_cpu(value), out)
+    else:
+        out.write(value)
+    return start, out.at - start
+
+
 def write(chunks, sink):
     """Writes hydro.reshard.to_chunks' output: its values, its index and the trailer."""
     out = _Counted(sink)
-    spans = []
-    for value in chunks["data"]:
-        start = out.at
-        if isinstance(value, (bytes, bytearray)):
-            out.write(value)
-        else:
-            torch.save(_own_cpu(value), out)
-        spans.append((start, out.at - start))
+    spans = [write_value(out, value) for value in chunks["data"]]
     tensors = {fqn: {"size": whole["size"], "dtype": whole["dtype"],
                      "chunks": [(offsets, sizes, spans[i]) for offsets, sizes, i in whole["chunks"]]}
                for fqn, whole in chunks["tensors"].items()}
@@ -91,8 +95,12 @@ def _read_span(f, span, path):
     f.seek(start)
     data = f.read(length)
     if len(data) != length:
-        raise ValueError(f"{path}: {length} bytes at {start} run past the file's end")
+        raise _past_end(span, path)
     return data
+
+
+def _past_end(span, path):
+    return ValueError(f"{path}: {span[1]} bytes at {span[0]} run past the file's end")
 
 
 class _Span(io.RawIOBase):
@@ -127,7 +135,7 @@ class _Span(io.RawIOBase):
 def read_tensor(f, span, path):
     """The chunk stored at `span`, as DCP's reader loads it."""
     if span[0] + span[1] > f.seek(0, io.SEEK_END):
-        raise ValueError(f"{path}: {span[1]} bytes at {span[0]} run past the file's end")
+        raise _past_end(span, path)
     return torch.load(_Span(f, span), map_location="cpu", weights_only=True)
 
 
