@@ -222,6 +222,7 @@ void bind_runtime(py::module_& m) {
           py::arg("compose"))
       .def("resume", &Runtime::resume, py::call_guard<py::gil_scoped_release>())
       .def("allow_reshard", &Runtime::allow_reshard)
+      .def("every_rank_writes", &Runtime::every_rank_writes, py::call_guard<py::gil_scoped_release>())
       .def("step_end", &Runtime::step_end, py::arg("step"), py::call_guard<py::gil_scoped_release>())
       .def(
           "watch_collectives",

@@ -103,8 +103,9 @@ class Runtime:
         restores it with `obj.load_state_dict()` on resume(). A module (DDP too), an optimizer, an
         LR scheduler, a GradScaler, a hydro.DataLoader or sampler, or an object of your own.
         A sharded model (FSDP2's fully_shard, any DTensor parameters) and its optimizer: each rank
-        writes its own shards (sync_any, sync_all), and the job resumes them on any number of ranks
-        (hydro.reshard); an optimizer of sharded parameters needs its model tracked too.
+        writes its own shards (in every mode; with async, tracking one before resume() makes every
+        rank write and the ranks vote at each step_end), and the job resumes them on any number of
+        ranks (hydro.reshard); an optimizer of sharded parameters needs its model tracked too.
         on_resume(path): called on resume() with the checkpoint's verified NAME.pt instead of
         load_state_dict() (a framework that loads its own files; `obj` then needs state_dict() only)."""
         if not (_has_state(obj) or (on_resume and callable(getattr(obj, "state_dict", None)))):
@@ -115,7 +116,8 @@ class Runtime:
         if on_resume is None and is_sharded(obj):
             sharded = Sharded(name, obj, self._modules, self._rank, self._world_size)
         if sharded is not None and self._rank0_writes_all:
-            self._refuse_lost_shards(name)
+            self._c.every_rank_writes()  # async: each rank writes its own shards, the group commits
+            self._rank0_writes_all = False
 
         def state_dict():
             if sharded is not None:
@@ -160,11 +162,12 @@ class Runtime:
 
     @staticmethod
     def _refuse_lost_shards(name):
-        """A sharded state (DTensors: FSDP2's fully_shard, tensor parallelism) is each rank's own, and
-        every rank writes its shards with sync_any and sync_all. In async mode rank 0 alone writes
-        for every rank: the other ranks' shards would be lost and their resume load rank 0's."""
-        raise ValueError(f"hydro: track({name!r}): its state is sharded across the ranks (DTensor: FSDP2, "
-                         "tensor parallelism), and HYDRO_CKPT_MODE=async saves rank 0's state alone; set "
+        """DTensors in a state that hydro does not track as sharded (not a module or optimizer of
+        them). In async mode, unless a sharded object is tracked, rank 0 alone writes for every rank:
+        the other ranks' shards would be lost and their resume load rank 0's."""
+        raise ValueError(f"hydro: track({name!r}): its state holds DTensors, sharded across the ranks, and "
+                         "HYDRO_CKPT_MODE=async saves rank 0's state alone unless a sharded model (FSDP2, "
+                         "tensor parallelism) is tracked before resume(); track the model, or set "
                          "HYDRO_CKPT_MODE=sync_any or sync_all, in which every rank writes its own shards")
 
     def resume(self):

@@ -197,12 +197,17 @@ class GroupSave {
 }  // namespace
 
 CheckpointGroup::CheckpointGroup(RankStore& store, int rank, int world_size, std::string host,
-                                 std::chrono::milliseconds timeout)
-    : store_(store), rank_(rank), world_(world_size), host_(std::move(host)), timeout_(timeout) {}
+                                 std::chrono::milliseconds timeout, std::string space)
+    : store_(store),
+      space_(std::move(space)),
+      rank_(rank),
+      world_(world_size),
+      host_(std::move(host)),
+      timeout_(timeout) {}
 
 Status CheckpointGroup::vote(CheckpointMode mode, bool want_checkpoint, bool want_exit, GroupDecision* out,
                              const SuspendVote& suspend) {
-  Link link(store_, ++round_, timeout_);
+  Link link(store_, space_, ++round_, timeout_);
   // One counter holds the whole tally, in base B = world + 1: voters, ranks asking to checkpoint,
   // ranks asking to exit, ranks whose suspend checkpoint fits, ranks asking for one now. The last
   // voter publishes it. B^5 must stay below 2^63: past kMaxSuspendWorld ranks the suspend fields
@@ -241,7 +246,7 @@ Status CheckpointGroup::vote(CheckpointMode mode, bool want_checkpoint, bool wan
 // Every rank has read the previous vote's tally before adding to this one: rank 0 drops its keys.
 void CheckpointGroup::drop_previous_vote() {
   if (rank_ == 0 && last_vote_ >= 0) {
-    const std::string prev = "hydro/" + std::to_string(last_vote_) + "/";
+    const std::string prev = space_ + "/" + std::to_string(last_vote_) + "/";
     (void)store_.remove(prev + "vote");
     (void)store_.remove(prev + "tally");
   }
@@ -251,7 +256,7 @@ void CheckpointGroup::drop_previous_vote() {
 Status CheckpointGroup::save(CheckpointDir& dir, int64_t step, bool keep, int64_t epoch,
                              const std::function<Status(CheckpointWriter&)>& fill, CheckpointInfo* out,
                              const Composer* dcp_metadata) {
-  GroupSave one(Link(store_, ++round_, timeout_), dir, step, rank_, world_, host_);
+  GroupSave one(Link(store_, space_, ++round_, timeout_), dir, step, rank_, world_, host_);
   Status s = one.run(keep, epoch, fill, out, dcp_metadata);
   committed_last_ = s.ok() && one.committer();
   return s;
@@ -260,7 +265,7 @@ Status CheckpointGroup::save(CheckpointDir& dir, int64_t step, bool keep, int64_
 Status CheckpointGroup::leave(std::chrono::milliseconds limit, int* missing) {
   int64_t left = 0;
   *missing = 0;
-  HYDRO_RETURN_IF_ERROR(store_.add("hydro/left", 1, &left));
+  HYDRO_RETURN_IF_ERROR(store_.add(space_ + "/left", 1, &left));
   if (rank_ != 0) return Status::OK();
   RunningDeadline deadline(limit);
   while (left < world_) {
@@ -269,7 +274,7 @@ Status CheckpointGroup::leave(std::chrono::milliseconds limit, int* missing) {
       return Status::not_found(std::to_string(*missing) + " rank(s) did not finish");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    HYDRO_RETURN_IF_ERROR(store_.add("hydro/left", 0, &left));
+    HYDRO_RETURN_IF_ERROR(store_.add(space_ + "/left", 0, &left));
   }
   return Status::OK();
 }
@@ -282,7 +287,7 @@ Status CheckpointGroup::agree_on_resume(const std::set<int64_t>& loadable, int64
 }
 
 Status CheckpointGroup::agree_on_resume(const ResumeOffer& mine, ResumeAgreement* out) {
-  Link link(store_, ++round_, timeout_);
+  Link link(store_, space_, ++round_, timeout_);
   link.publish("loadable/" + std::to_string(rank_), Status::OK(), offer_json(mine, host_));
   std::vector<std::optional<std::string>> texts;
   int missing = -1;

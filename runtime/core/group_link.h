@@ -16,14 +16,15 @@
 
 namespace hydro {
 
-// The store as the ranks of one collective call see it: its keys live under hydro/<round>/.
+// The store as the ranks of one collective call see it: its keys live under <space>/<round>/.
 class Link {
  public:
   // How long one request of gather() waits before it looks at what has come so far.
   static constexpr std::chrono::milliseconds kGatherSlice{1000};
 
-  Link(RankStore& store, int64_t round, std::chrono::milliseconds timeout)
-      : store_(store), prefix_("hydro/" + std::to_string(round) + "/"), timeout_(timeout) {}
+  // `space`: the group's keys (CheckpointGroup's), apart from another group's on the same store.
+  Link(RankStore& store, const std::string& space, int64_t round, std::chrono::milliseconds timeout)
+      : store_(store), prefix_(space + "/" + std::to_string(round) + "/"), timeout_(timeout) {}
 
   RankStore& store() { return store_; }
   std::string key(const std::string& k) const { return prefix_ + k; }

@@ -52,13 +52,8 @@ Runtime::Runtime(Settings settings, Fs& fs) : settings_(std::move(settings)), fs
     log(note);
   tell_launcher_ready();  // hydro-launch may now ask for a checkpoint-and-exit
   try {
-    if (settings_.world_size > 1 && settings_.mode != CheckpointMode::async && !settings_.checkpoint_dir.empty()) {
-      Status st =
-          open_job_store(settings_.dist, std::chrono::seconds(settings_.store_timeout_s), &store_server_, &store_);
-      if (!st.ok()) throw std::runtime_error("hydro: " + st.message());
-      group_ = std::make_unique<CheckpointGroup>(*store_, settings_.rank, settings_.world_size, host_name(),
-                                                 std::chrono::seconds(settings_.store_timeout_s));
-    }
+    if (settings_.world_size > 1 && settings_.mode != CheckpointMode::async && !settings_.checkpoint_dir.empty())
+      open_group();
     if (settings_.mode == CheckpointMode::async) pool_ = std::make_unique<TensorPool>();
   } catch (...) {
     // No destructor runs for a constructor that throws: leave no handlers behind (SIGTERM would
@@ -67,6 +62,33 @@ Runtime::Runtime(Settings settings, Fs& fs) : settings_(std::move(settings)), fs
     stop_signals();
     throw;
   }
+}
+
+// The ranks' store (rank 0 serves it) and the group that votes and saves through it.
+void Runtime::open_group() {
+  const auto timeout = std::chrono::seconds(settings_.store_timeout_s);
+  Status st = open_job_store(settings_.dist, timeout, &store_server_, &store_);
+  if (!st.ok()) throw std::runtime_error("hydro: " + st.message());
+  group_ = std::make_unique<CheckpointGroup>(*store_, settings_.rank, settings_.world_size, host_name(), timeout);
+}
+
+void Runtime::every_rank_writes() {
+  if (settings_.mode != CheckpointMode::async || settings_.world_size == 1 || settings_.checkpoint_dir.empty() ||
+      saver_)
+    return;
+  if (resumed_)
+    throw_status(Status::invalid_argument(
+        "HYDRO_CKPT_MODE=async with several ranks: track each rank's own (sharded) state before resume(), "
+        "which then agrees with the other ranks on the checkpoint to load"));
+  open_group();
+  // The saves' own connection and rounds: a save in flight on the background thread never holds up
+  // the vote at a step's end, and every rank runs its saves and its votes in the same order.
+  const auto timeout = std::chrono::seconds(settings_.store_timeout_s);
+  Status st = connect_tcp_store(settings_.dist.master_addr, settings_.dist.store_port(), store_scope_from_env(),
+                                timeout, &save_store_);
+  if (!st.ok()) throw std::runtime_error("hydro: the ranks' store, for the async saves: " + st.message());
+  saver_ = std::make_unique<CheckpointGroup>(*save_store_, settings_.rank, settings_.world_size, host_name(), timeout,
+                                             "hydro-async");
 }
 
 void Runtime::wait_idle() {
@@ -191,48 +213,82 @@ std::string Runtime::save(int64_t step, bool keep_always) {
   return info.path;
 }
 
-// The training thread copies the state (into reused host buffers) and goes on; this thread writes.
-std::string Runtime::save_async(int64_t step, bool keep_always) {
+// One async save as the training thread captured it, for the background thread to write.
+struct Runtime::AsyncSave {
   struct Item {
     std::string file;
     Captured captured;
   };
+  int64_t step = 0;
+  bool keep = false;
+  int64_t epoch = 0;
+  ComputeThreads threads;
   std::vector<Item> items;
+  Composer compose;
+
+  Status write(CheckpointWriter& w) const {
+    w.set_threads(threads.aten, threads.blas);
+    try {
+      for (const auto& it : items) HYDRO_RETURN_IF_ERROR(write_captured(w, it.file, it.captured));
+    } catch (const std::exception& e) {
+      return Status::io(std::string("serializing the snapshot: ") + e.what());
+    }
+    return Status::OK();
+  }
+};
+
+// The training thread copies the state (into reused host buffers) and goes on; this thread writes.
+std::string Runtime::save_async(int64_t step, bool keep_always) {
+  auto save = std::make_shared<AsyncSave>();
+  save->step = step;
+  save->keep = keep_always;
+  save->epoch = epoch_;
+  save->threads = compute_threads();
+  save->compose = dcp_metadata_;
   {
     TensorPool::Capturing capturing(*pool_);
-    for (const auto& t : tracked_) items.push_back({t.name + ".pt", t.capture(*pool_)});
-    items.push_back({"rng.pt", rng_item().capture(*pool_)});
+    for (const auto& t : tracked_) save->items.push_back({t.name + ".pt", t.capture(*pool_)});
+    save->items.push_back({"rng.pt", rng_item().capture(*pool_)});
     capturing.finish();  // every copy is done before training goes on
   }
-  const std::string root = settings_.checkpoint_dir;
-  persist_.start([this, root, step, keep_always, epoch = epoch_, threads = compute_threads(), items = std::move(items),
-                  compose = dcp_metadata_] {
-    CheckpointDir dir(root, fs_, settings_.keep_last);  // commit() also prunes
-    if (settings_.world_size > 1 && !resumed_name_.empty()) dir.protect(resumed_name_);
-    Status st = dir.open();
-    std::unique_ptr<CheckpointWriter> writer;
-    if (st.ok()) st = dir.begin(step, &writer);
-    if (st.ok()) {
-      writer->set_keep(keep_always);
-      writer->set_epoch(epoch);
-      writer->set_threads(threads.aten, threads.blas);
-    }
-    try {
-      for (const auto& it : items)
-        if (st.ok()) st = write_captured(*writer, it.file, it.captured);
-    } catch (const std::exception& e) {
-      st = Status::io(std::string("serializing the snapshot: ") + e.what());
-    }
-    if (st.ok() && compose) st = writer->compose_dcp_metadata(compose);
-    if (st.ok()) st = writer->commit();
-    if (Status s = warn_if_durability_uncertain(st); !s.ok())
-      persist_error_ = s.message();
-    else {
-      async_committed_ = true;
-      log("async checkpoint of step " + std::to_string(step) + " committed");
-    }
-  });
-  return root + "/" + CheckpointDir::name_for(step);
+  persist_.start([this, save] { finish_async(save->step, saver_ ? persist_in_group(*save) : persist_alone(*save)); });
+  return settings_.checkpoint_dir + "/" + CheckpointDir::name_for(step);
+}
+
+// This rank writes the whole checkpoint: one rank, or rank 0 for ranks that all hold the same state.
+Status Runtime::persist_alone(const AsyncSave& save) {
+  CheckpointDir dir(settings_.checkpoint_dir, fs_, settings_.keep_last);  // commit() also prunes
+  if (settings_.world_size > 1 && !resumed_name_.empty()) dir.protect(resumed_name_);
+  Status st = dir.open();
+  std::unique_ptr<CheckpointWriter> writer;
+  if (st.ok()) st = dir.begin(save.step, &writer);
+  if (st.ok()) {
+    writer->set_keep(save.keep);
+    writer->set_epoch(save.epoch);
+    st = save.write(*writer);
+  }
+  if (st.ok() && save.compose) st = writer->compose_dcp_metadata(save.compose);
+  if (st.ok()) st = writer->commit();
+  return st;
+}
+
+// Every rank writes its own shard and the group commits them as one checkpoint, as in the sync
+// modes, on the saves' own connection (every_rank_writes()). The committer prunes once it has told
+// the others.
+Status Runtime::persist_in_group(const AsyncSave& save) {
+  CheckpointDir dir(settings_.checkpoint_dir, fs_, settings_.keep_last);
+  return saver_->save(
+      dir, save.step, save.keep, save.epoch, [&save](CheckpointWriter& w) { return save.write(w); }, nullptr,
+      save.compose ? &save.compose : nullptr);
+}
+
+void Runtime::finish_async(int64_t step, const Status& st) {
+  if (Status s = warn_if_durability_uncertain(st); !s.ok()) {
+    persist_error_ = s.message();
+    return;
+  }
+  async_committed_ = true;
+  if (!saver_ || settings_.rank == 0) log("async checkpoint of step " + std::to_string(step) + " committed");
 }
 
 std::string Runtime::load_path(const std::string& checkpoint, const Manifest& m, const std::string& file) const {
@@ -247,6 +303,7 @@ std::string Runtime::load_path(const std::string& checkpoint, const Manifest& m,
 }
 
 int64_t Runtime::resume() {
+  resumed_ = true;
   ResumeChoice choice;
   Status st = choose_resume(
       fs_, settings_, group_.get(), [](const std::string& m) { log(m); }, &choice, reshard_);

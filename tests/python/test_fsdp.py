@@ -2,8 +2,8 @@
 # CUDA and NCCL) and its AdamW, tracked by hydro (fsdp_train.py, ranks started as torchrun would):
 #  - every rank writes its own shards through the ranks' commit (sync_any, the default), nothing
 #    gathered, and a requeue resumes them bit-for-bit;
-#  - async mode, where rank 0 writes for every rank, refuses a sharded state with several ranks
-#    (the others' shards would be lost), and checkpoints one rank's without a copy on the
+#  - async mode: with several ranks every rank writes its own shards on its background thread and
+#    the ranks commit them together; one rank's are checkpointed without serializing on the
 #    training thread;
 #  - part 2: a checkpoint of 2 ranks' shards resumes on 1 rank, and one of 1 rank on 2 (hydro.reshard);
 #  - part 3: torch.distributed.checkpoint loads hydro's checkpoint of either without hydro.
@@ -151,11 +151,29 @@ def test_one_ranks_async_checkpoint_resumes_on_two_ranks(tmp_path, uninterrupted
     assert digest_of(two) == uninterrupted, "resumed on 2 ranks, the model differs from the uninterrupted one"
 
 
-def test_async_mode_with_several_ranks_refuses_a_sharded_state(tmp_path):
-    results = run(2, tmp_path / "ck", {"HYDRO_CKPT_MODE": "async"})
-    for status, _, err, _ in results:
-        assert status != 0 and "HYDRO_CKPT_MODE=async saves rank 0's state alone" in err, err
-        assert "track('model')" in err, err
+# Async mode with several ranks: tracking the sharded model makes every rank write its own shards on
+# its background thread, committed by the ranks together, while training goes on and the ranks vote
+# at each step's end. Checkpoints every 2 steps run beside the training; SIGTERM's waits for the
+# one in flight and writes its own.
+def test_async_mode_with_several_ranks_writes_each_ranks_shards_and_resumes_bit_for_bit(tmp_path, uninterrupted):
+    ck = tmp_path / "ck"
+    async_every_2 = {"HYDRO_CKPT_MODE": "async", "HYDRO_CKPT_EVERY": "2"}
+    stopped = run(2, ck, async_every_2, stop_at=STOP_AT)
+    assert [s for s, _, _, _ in stopped] == [hydro.EXIT_REQUEUE] * 2, [err for _, _, err, _ in stopped]
+    for _, _, err, _ in stopped:
+        assert "serializing on the training thread" not in err, err
+    assert "async checkpoint of step 2 committed" in stopped[0][2], stopped[0][2]
+    step_dir = os.path.realpath(ck / "latest")
+    with open(os.path.join(step_dir, "manifest.json")) as f:
+        manifest = json.load(f)
+    assert manifest["world_size"] == 2 and manifest["step"] >= STOP_AT, manifest
+    for r in range(2):
+        for name in ("model.pt", "optimizer.pt"):
+            only_shards(os.path.join(step_dir, f"rank-{r}", name), 2)
+    assert dcp_digest(step_dir) == {d["saved"] for _, _, _, d in stopped}.pop(), "DCP loaded other bits than saved"
+    resumed = run(2, ck, async_every_2)
+    assert all("resumed from" in err for _, _, err, _ in resumed), [err for _, _, err, _ in resumed]
+    assert digest_of(resumed) == uninterrupted, "resumed from async shards, the model differs from the uninterrupted one"
 
 
 def test_an_optimizer_of_sharded_parameters_tracked_without_its_model_is_refused_at_resume(tmp_path):

@@ -3,6 +3,7 @@
 // request (RankStore::get_all). checkpoint_group_test covers the protocol over an in-memory store.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <set>
@@ -84,6 +85,48 @@ TEST_F(StoreGroupTest, ARankThatNeverReportsIsNamedOnceTheStoreTimeoutPasses) {
             "checkpoint of step 11 not committed: rank 3 did not report its shard durable within 0 s "
             "(HYDRO_STORE_TIMEOUT): a rank died, hung or is paused too long");
   EXPECT_TRUE(CheckpointDir(t_.path + "/ck").list().empty());
+}
+
+// HYDRO_CKPT_MODE=async with sharded state: each rank's save runs on a thread of its own, over a
+// second connection, in a key space of its own, while the rank goes on voting at each step's end.
+// Rank 3 writes its shard only once every rank has voted 5 times: the votes never wait for the save.
+TEST_F(StoreGroupTest, ASaveInItsOwnKeySpaceCommitsWhileTheRanksGoOnVoting) {
+  std::vector<std::unique_ptr<RankStore>> save_clients(kWorld);
+  for (auto& c : save_clients) ASSERT_TRUE(connect_tcp_store("127.0.0.1", server_->port(), kScope, 5000ms, &c).ok());
+  std::atomic<int> voted{0};
+  std::vector<Status> saved(kWorld), votes(kWorld);
+  std::vector<GroupDecision> last(kWorld);
+  auto rank = [&](int r) {
+    CheckpointGroup group(*clients_[r], r, kWorld, "h", 60000ms);
+    CheckpointGroup saver(*save_clients[r], r, kWorld, "h", 60000ms, "hydro-async");
+    std::thread background([&] {
+      CheckpointDir dir(t_.path + "/ck");
+      saved[r] = saver.save(
+          dir, 3, false, 0,
+          [&](CheckpointWriter& w) {
+            if (r != 3) return shard(w, r);
+            for (int i = 0; voted < kWorld && i < 30000; ++i) std::this_thread::sleep_for(1ms);
+            return voted == kWorld ? shard(w, r) : Status::io("the votes waited for the save");
+          },
+          nullptr);
+    });
+    for (int i = 0; i < 5 && votes[r].ok(); ++i)
+      votes[r] = group.vote(CheckpointMode::sync_any, /*want_checkpoint=*/r == 1 && i == 4, false, &last[r]);
+    ++voted;
+    background.join();
+  };
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < kWorld; ++r) ranks.emplace_back(rank, r);
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < kWorld; ++r) {
+    ASSERT_TRUE(votes[r].ok()) << votes[r].message();
+    EXPECT_TRUE(last[r].checkpoint) << "rank " << r;
+    ASSERT_TRUE(saved[r].ok()) << saved[r].message();
+  }
+  Manifest m;
+  Status v = CheckpointDir(t_.path + "/ck").verify("step-000000000003", &m);
+  ASSERT_TRUE(v.ok()) << v.to_string();
+  EXPECT_EQ(m.files.size(), static_cast<size_t>(kWorld));
 }
 
 }  // namespace

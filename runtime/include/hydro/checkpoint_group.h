@@ -74,7 +74,11 @@ struct SuspendVote {
 class CheckpointGroup {
  public:
   // `host` names this rank's machine (gethostname): the ranks of one host share a staging directory.
-  CheckpointGroup(RankStore& store, int rank, int world_size, std::string host, std::chrono::milliseconds timeout);
+  // `space`: where its keys live in the store ("<space>/<round>/..."). Two groups of the same ranks
+  // on one store, in two spaces, run their calls independently: an async save on its own thread and
+  // connection (its own group) while the training thread votes in the other.
+  CheckpointGroup(RankStore& store, int rank, int world_size, std::string host, std::chrono::milliseconds timeout,
+                  std::string space = "hydro");
 
   Status vote(CheckpointMode mode, bool want_checkpoint, bool want_exit, GroupDecision* out,
               const SuspendVote& suspend = {});
@@ -111,6 +115,7 @@ class CheckpointGroup {
  private:
   void drop_previous_vote();
   RankStore& store_;
+  const std::string space_;
   int rank_, world_;
   std::string host_;
   std::chrono::milliseconds timeout_;

@@ -26,7 +26,8 @@
 //     (all its tracked state and RNG) into rank-R/ of one checkpoint, committed when every shard is
 //     durable (hydro/checkpoint_group.h), and every rank resumes from its own shard.
 //   async: only rank 0 writes, and every rank resumes from rank 0's state: the tracked state must
-//     then be the same on every rank, as in data-parallel training (hydro/distributed.h).
+//     then be the same on every rank, as in data-parallel training (hydro/distributed.h). State that
+//     is each rank's own: every_rank_writes(), below.
 //
 // HYDRO_CKPT_MODE=async: save() copies the state into reused host buffers and returns; a background
 // thread writes and commits it. The next save(), a SIGTERM checkpoint, wait_idle() and the
@@ -99,6 +100,12 @@ class Runtime {
   // Every checkpoint then holds DCP's index of the sharded state, at its top: torch.distributed.
   // checkpoint loads it (the Python binding's sharded items; CheckpointWriter::compose_dcp_metadata).
   void compose_dcp_metadata(Composer compose) { dcp_metadata_ = std::move(compose); }
+  // HYDRO_CKPT_MODE=async with several ranks, for state that is each rank's own (the Python
+  // binding's sharded items): every rank writes its own shard, and the ranks commit them as one
+  // checkpoint, as in the sync modes, on the background thread. The ranks then vote at each step's
+  // end, through the store, on when to checkpoint. Every rank calls it, before resume(); it joins the
+  // ranks' store. Nothing in other modes, with one rank, or without HYDRO_CKPT_DIR.
+  void every_rank_writes();
 
   // Call after each step with the number of steps done. Blocks here if a pause is pending and
   // no operator ran; checkpoints every HYDRO_CKPT_EVERY steps. Returns false after committing a
@@ -137,7 +144,12 @@ class Runtime {
   void checkpoint_at(int64_t step, const StepEndPlan& plan);
   static void pause_at_end_of(int64_t step);
   void add(TrackedItem t);
+  struct AsyncSave;
   std::string save_async(int64_t step, bool keep_always);
+  Status persist_alone(const AsyncSave& save);
+  Status persist_in_group(const AsyncSave& save);
+  void finish_async(int64_t step, const Status& st);
+  void open_group();
   void start_pruner();
   std::string load_path(const std::string& checkpoint, const Manifest& manifest, const std::string& file) const;
   bool grouped() const { return group_ != nullptr; }
@@ -156,13 +168,16 @@ class Runtime {
   std::atomic<bool> async_committed_{false};             // an async write committed since step_end last looked
   std::unique_ptr<TcpStoreServer> store_server_;         // rank 0's; outlives store_
   std::unique_ptr<RankStore> store_;
-  std::unique_ptr<CheckpointGroup> group_;  // sync modes with several ranks
+  std::unique_ptr<CheckpointGroup> group_;  // sync modes with several ranks; async after every_rank_writes()
+  std::unique_ptr<RankStore> save_store_;   // every_rank_writes(): the async saves' own connection,
+  std::unique_ptr<CheckpointGroup> saver_;  // and their group, used on the background thread only
   std::unique_ptr<TensorPool> pool_;        // async mode: host copies, reused
   BackgroundJob persist_;                   // async mode: the write in flight
   std::string persist_error_;
   // The checkpoint resume() loaded (its name). In async mode with several ranks, rank 0 never
   // prunes it in this run: the others may still be reading it, and no vote holds rank 0 back.
   std::string resumed_name_;
+  bool resumed_ = false;   // resume() ran
   bool reshard_ = false;   // allow_reshard()
   Composer dcp_metadata_;  // compose_dcp_metadata()
   // Deleting old checkpoints (HYDRO_KEEP_LAST) runs here after save() returns, so training goes on
