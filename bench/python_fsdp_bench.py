@@ -19,7 +19,10 @@ all (AdamW holds two more copies of the weights). Each rank holds 1/RANKS of it 
     file's checksum first). All read what the page cache holds;
   async_save, DCP's and through hydro.dcp.Writer: the stall (until dcp.async_save returns, the
     state staged in host memory) and the time until durable (its future's result, plus DCP's
-    directory fsyncs as above).
+    directory fsyncs as above);
+  Runtime async (a second Runtime, HYDRO_CKPT_MODE=async, against DCP's async_save again): the
+    stall (until rt.save(step) returns: every rank's shards captured into reused host buffers) and
+    the time until durable (rt.wait_idle(): written, fsynced and committed by the ranks).
 Usage: .venv/bin/python bench/python_fsdp_bench.py [DIR] [--ranks N] [--mb MB] [--rounds N]"""
 import argparse
 import os
@@ -152,6 +155,20 @@ class Variants:
             shutil.rmtree(d)
         return t.tolist()
 
+    def runtime_async(self):
+        """(stall, until durable) of one rt.save() in async mode: each rank captures its shards
+        into reused host buffers and returns; its background thread writes them and the ranks
+        commit (rt.wait_idle() returns once that rank's part, the commit included, is done)."""
+        self.step += 1
+        dist.barrier()
+        t0 = time.perf_counter()
+        self.rt.save(self.step)
+        t1 = time.perf_counter()
+        self.rt.wait_idle()
+        t = torch.tensor([t1 - t0, time.perf_counter() - t0], dtype=torch.float64)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return t.tolist()
+
     def dcp_load(self, reader=None):
         import torch.distributed.checkpoint as dcp
         from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
@@ -191,15 +208,38 @@ def worker(a):
         for name, got in zip(rows, (save, load, stall, durable)):
             rows[name].append(got)
     rt.close()
+    rows.update(async_rounds(a, v, rng))
     if dist.get_rank() == 0:
         report(a, rows)
     dist.destroy_process_group()
 
 
+def async_rounds(a, v, rng):
+    """hydro's Runtime in async mode (a Runtime of its own: the mode is read at its start) against
+    DCP's async_save, interleaved in random order per round."""
+    import hydro
+    dist.barrier()  # rank 0's store of the closed Runtime is gone before any rank opens the next
+    os.environ.update(HYDRO_CKPT_MODE="async", HYDRO_CKPT_DIR=os.path.join(a.dir, "hydro-async"))
+    v.rt = rt = hydro.Runtime()
+    rt.track("model", v.model)
+    rt.track("optimizer", v.opt)
+    rows = {"Runtime async: stall": [], "Runtime async: until durable": []}
+    for _ in range(a.rounds + 1):
+        order = ["hydro", "dcp"]
+        rng.shuffle(order)
+        stall, durable = {}, {}
+        for kind in order:
+            stall[kind], durable[kind] = v.runtime_async() if kind == "hydro" else v.async_save("dcp")
+        rows["Runtime async: stall"].append(stall)
+        rows["Runtime async: until durable"].append(durable)
+    rt.close()
+    return rows
+
+
 def report(a, rows):
     print(f"FSDP2 on the CPU, {a.ranks} ranks, {a.mb} MB in all ({a.mb / a.ranks:.0f} MB a rank), {a.rounds} rounds; "
           "medians, the slowest rank's time; ratios: medians of each round's against DCP's")
-    print(f"{'measure':<26} {'variant':<10} {'ms':>9} {'/ DCP':>7}")
+    print(f"{'measure':<30} {'variant':<10} {'ms':>9} {'/ DCP':>7}")
     for name, runs in rows.items():
         runs = runs[1:]
         for kind in ("hydro", "hydro.dcp", "dcp"):
@@ -207,7 +247,7 @@ def report(a, rows):
                 continue
             ms = statistics.median(r[kind] for r in runs) * 1000
             ratio = statistics.median(r[kind] / r["dcp"] for r in runs)
-            print(f"{name:<26} {kind:<10} {ms:>9.1f} {ratio:>7.2f}")
+            print(f"{name:<30} {kind:<10} {ms:>9.1f} {ratio:>7.2f}")
 
 
 def spawn(a):

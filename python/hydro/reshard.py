@@ -55,6 +55,7 @@ class Sharded:
     def __init__(self, name, obj, modules, rank, world_size):
         self.name, self.obj, self._modules = name, obj, modules
         self.rank, self.world_size = rank, world_size
+        self._plan = {}  # to_chunks' cache
 
     def check(self):
         """Raises now what a save or a resume would: an optimizer whose model is not tracked."""
@@ -93,7 +94,7 @@ class Sharded:
 
     def state(self):
         """This rank's part, to save (shard_file.write writes it)."""
-        return to_chunks(self.name, *self._state())
+        return to_chunks(self.name, *self._state(), cache=self._plan)
 
     def load(self, path):
         """Fills the object's state of this job's layout from the checkpoint's files."""
@@ -111,16 +112,43 @@ class Sharded:
         self._set(kind, state)
 
 
-def to_chunks(name, kind, state):
+def _layout(flat):
+    """What of DCP's flattened state decides the parts of its local plan that to_chunks reads (each
+    item's fqn, type, whole size, dtype and chunk): per entry its fqn and, for a DTensor, its dtype,
+    whole shape, placements and mesh (which fix this rank's chunk), for a tensor its dtype and
+    shape. None where an entry is of another kind of tensor (its items are DCP's to make)."""
+    from torch.distributed.tensor import DTensor
+    out = []
+    for fqn, obj in flat.items():
+        if type(obj) is DTensor:
+            out.append((fqn, obj.dtype, obj.shape, obj.placements, obj.device_mesh))
+        elif type(obj) in (torch.Tensor, torch.nn.Parameter):
+            out.append((fqn, obj.dtype, obj.shape))
+        elif isinstance(obj, torch.Tensor) or hasattr(obj, "__create_write_items__"):
+            return None
+        else:
+            out.append((fqn,))
+    return tuple(out)
+
+
+def to_chunks(name, kind, state, cache=None):
     """{"kind": kind, "tensors": {fqn: {"size", "dtype", "chunks": [(offsets, sizes, index in data)]}},
     "values": {fqn: index in data}, "data": [tensor or bytes], "mappings": DCP's planner_data}, named
     and cut as DCP's save planner flattens {name: state}. The tensors are this rank's shards
-    themselves (views, not copies): a sync save writes them now, an async one copies them."""
+    themselves (views, not copies): a sync save writes them now, an async one copies them.
+    `cache` (a dict kept from call to call): DCP's local plan is made again only when the state's
+    _layout changed (making it is most of the time an async save stalls the training for)."""
     from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
     from torch.distributed.checkpoint.planner import WriteItemType
     planner = DefaultSavePlanner()
     planner.set_up_planner({name: state}, None, True)
-    plan = planner.create_local_plan()
+    layout = _layout(planner.state_dict) if cache is not None else None
+    if layout is not None and cache.get("layout") == layout:
+        plan = cache["plan"]
+    else:
+        plan = planner.create_local_plan()
+        if layout is not None:
+            cache.update(layout=layout, plan=plan)
     data, tensors, values = [], {}, {}
     for item in plan.items:
         value = planner.resolve_data(item)

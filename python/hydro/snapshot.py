@@ -115,7 +115,8 @@ class Snapshot:
     tensor (the random generators' states), so capture() pickles them as they are, without walking
     them for tensors to copy: Python's generator state alone is a tuple of 625 ints.
     writer=write(state, sink): the file is not torch.save's but what `write` makes of the state
-    (hydro.shard_file's); the background thread calls it on the copies, with the GIL."""
+    (hydro.shard_file's, of hydro.reshard.to_chunks' dict, whose tensors are all in its "data");
+    the background thread calls it on the copies, with the GIL."""
 
     def __init__(self, state_dict, fresh=False, writer=None):
         self._state_dict = state_dict
@@ -180,6 +181,14 @@ class Snapshot:
         return type(t).from_local(local, t.device_mesh, t.placements, run_check=False, shape=t.shape,
                                   stride=t.stride())
 
+    def _chunks(self, chunks):
+        """hydro.reshard.to_chunks' dict, its tensors (all in "data", plain ones) copied: the rest
+        is made anew at each call and holds plain values only."""
+        seen = {}
+        data = [self._copy(("data", i), v, seen) if isinstance(v, torch.Tensor) else v
+                for i, v in enumerate(chunks["data"])]
+        return {**chunks, "data": data}
+
     def _records(self, copies, shape):
         """The records torch's `_save` writes for `copies`. The same as the last capture's when
         `shape` is: the same structure, plain values and slots (pickling is most of the time a
@@ -198,11 +207,13 @@ class Snapshot:
                 raise TypeError("this torch has no torch.serialization._save")
             if self._fresh and _TENSORLESS is not None:
                 return ("zip", _plain_records(state), state)
+            if self._writer is not None:
+                with torch.no_grad():
+                    copies = self._chunks(state)
+                return ("stream", lambda sink: self._writer(copies, sink))
             shape = []
             with torch.no_grad():
                 copies = self._tree(state, (), {}, shape)
-            if self._writer is not None:
-                return ("stream", lambda sink: self._writer(copies, sink))
             return ("zip", self._records(copies, shape), copies)
         except (TypeError, RuntimeError, AttributeError) as e:
             if not self._warned:

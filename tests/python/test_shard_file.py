@@ -112,3 +112,29 @@ def test_a_damaged_file_is_an_error_naming_it(tmp_path, damage):
     with pytest.raises(ValueError, match=expected) as e:
         fill_from(path, "model", get_model_state_dict(model))
     assert str(path) in str(e.value)
+
+
+def chunks_equal(a, b):
+    """Two to_chunks results cut alike, with equal values."""
+    assert (a["kind"], a["tensors"], a["values"], a["mappings"]) == (b["kind"], b["tensors"], b["values"], b["mappings"])
+    assert len(a["data"]) == len(b["data"])
+    for x, y in zip(a["data"], b["data"]):
+        assert torch.equal(x, y) if isinstance(x, torch.Tensor) else x == y
+
+
+# An async save's stall is mostly DCP's planning: to_chunks plans again only when the layout changed.
+def test_a_cached_plan_cuts_as_a_new_one_and_a_new_layout_is_planned_anew():
+    model, opt = trained(1)
+    cache = {}
+    reshard.to_chunks("optimizer", "helpers", get_optimizer_state_dict(model, opt), cache)
+    plan = cache["plan"]
+    opt.param_groups[0]["lr"] = 0.5  # a plain value changes: its bytes, not the plan
+    model(torch.randn(5, 3)).sum().backward()
+    opt.step()
+    state = get_optimizer_state_dict(model, opt)
+    chunks_equal(reshard.to_chunks("optimizer", "helpers", state, cache), reshard.to_chunks("optimizer", "helpers", state))
+    assert cache["plan"] is plan
+    wider = torch.nn.Sequential(torch.nn.Linear(3, 5), torch.nn.Linear(5, 2))
+    state = get_model_state_dict(wider)
+    chunks_equal(reshard.to_chunks("optimizer", "helpers", state, cache), reshard.to_chunks("optimizer", "helpers", state))
+    assert cache["plan"] is not plan
