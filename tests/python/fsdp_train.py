@@ -4,11 +4,14 @@ sharded model and its AdamW; a batch is drawn from a generator seeded by the ste
 rank. Prints "step N" after each step; on SIGTERM checkpoints at the step's end, prints
 saved=<digest> and exits 75; after a resume prints resumed=<digest>; at the end prints
 digest=<digest>: fsdp_model.digest, of every whole weight and optimizer tensor (gathered for it alone).
-FSDP_TRAIN_UNTRACKED_MODEL=1 tracks the optimizer without its model. FSDP_TRAIN_DEVICE=cuda trains
+FSDP_TRAIN_UNTRACKED_MODEL=1 tracks the optimizer without its model. FSDP_TRAIN_STOP_IN_SAVE=N: rank 1
+prints "in save N" as it starts writing its model's shards in its Nth save, and stops there (a test
+kills it). FSDP_TRAIN_DEVICE=cuda trains
 on GPU LOCAL_RANK with NCCL (tests/gpu); the batches are drawn on the CPU either way.
 Usage: fsdp_train.py STEPS"""
 import os
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -31,7 +34,25 @@ def sharded_model(mesh):
 DEVICE = os.environ.get("FSDP_TRAIN_DEVICE", "cpu")
 
 
+def stop_in_save(n):
+    """Rank 1 stops inside its nth save, writing its model's shards (in async mode, on the
+    background thread): hydro's writer of sharded files, wrapped before anything is tracked."""
+    write, saves = hydro.shard_file.write, [0]
+
+    def stopping(chunks, sink):
+        if any(fqn.startswith("model.") for fqn in chunks["tensors"]):
+            saves[0] += 1
+            if saves[0] == n:
+                print(f"in save {n}", flush=True)
+                time.sleep(3600)
+        write(chunks, sink)
+
+    hydro.shard_file.write = stopping
+
+
 def main(steps):
+    if os.environ.get("FSDP_TRAIN_STOP_IN_SAVE") and os.environ.get("RANK") == "1":
+        stop_in_save(int(os.environ["FSDP_TRAIN_STOP_IN_SAVE"]))
     rt = hydro.Runtime()  # first: it sets up the ranks' store and watches the group's timeout
     if DEVICE == "cuda":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))

@@ -6,7 +6,8 @@
 #    the ranks commit them together; one rank's are checkpointed without serializing on the
 #    training thread;
 #  - part 2: a checkpoint of 2 ranks' shards resumes on 1 rank, and one of 1 rank on 2 (hydro.reshard);
-#  - part 3: torch.distributed.checkpoint loads hydro's checkpoint of either without hydro.
+#  - part 3: torch.distributed.checkpoint loads hydro's checkpoint of either without hydro;
+#  - part 4: a rank killed inside a sharded save (sync_any and async) leaves the previous checkpoint.
 # The ranks' store authenticates with MUNGE: ctest starts munged first (FIXTURES_REQUIRED munge).
 import json
 import os
@@ -174,6 +175,30 @@ def test_async_mode_with_several_ranks_writes_each_ranks_shards_and_resumes_bit_
     resumed = run(2, ck, async_every_2)
     assert all("resumed from" in err for _, _, err, _ in resumed), [err for _, _, err, _ in resumed]
     assert digest_of(resumed) == uninterrupted, "resumed from async shards, the model differs from the uninterrupted one"
+
+
+# A kill -9 of one rank inside a sharded save (rank 1 stops writing its shards in its second save,
+# of step 4, and is killed there; then rank 0, as Slurm ends the step's other tasks): the ranks'
+# commit never took rank 1's shards, `latest` is still step 2's checkpoint, and the job resumes it
+# to the uninterrupted run's end. In async mode the save was on rank 1's background thread.
+@pytest.mark.parametrize("mode", ["sync_any", "async"])
+def test_a_rank_killed_inside_a_sharded_save_leaves_the_previous_checkpoint(tmp_path, uninterrupted, mode):
+    ck = tmp_path / "ck"
+    port = free_port()
+    extra = {"HYDRO_CKPT_MODE": mode, "HYDRO_CKPT_EVERY": "2", "FSDP_TRAIN_STOP_IN_SAVE": "2"}
+    procs = [subprocess.Popen([sys.executable, WORKER, str(LONG)], env=rank_env(r, 2, port, ck, extra),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(2)]
+    for line in procs[1].stdout:
+        if line.strip() == "in save 2":
+            break
+    for p in reversed(procs):
+        p.kill()
+        p.communicate(timeout=60)
+    assert os.path.basename(os.path.realpath(ck / "latest")) == "step-000000000002"
+    assert not [n for n in os.listdir(ck) if n.startswith("step-") and n != "step-000000000002"], os.listdir(ck)
+    resumed = run(2, ck)
+    assert all("resumed from" in err and "at step 2" in err for _, _, err, _ in resumed), [e for _, _, e, _ in resumed]
+    assert digest_of(resumed) == uninterrupted, "resumed after the kill, the model differs from the uninterrupted one"
 
 
 def test_an_optimizer_of_sharded_parameters_tracked_without_its_model_is_refused_at_resume(tmp_path):
