@@ -18,6 +18,7 @@ step 1 and step 2: "step 1", "step 2", "fails" (nothing loads) or "wrong" (it lo
 Usage: .venv/bin/python bench/python_fsdp_kill_bench.py [DIR] [--trials N] [--mb MB]"""
 import argparse
 import hashlib
+import logging
 import os
 import random
 import shutil
@@ -194,6 +195,7 @@ def main():
     if a.rank:
         return rank(a.rank, a.dir, a.mb)
     warnings.simplefilter("ignore")  # dcp.load without a process group says so at every load
+    logging.getLogger("torch.distributed.checkpoint").setLevel(logging.CRITICAL)  # and a failed one logs tracebacks
     top = a.dir or tempfile.mkdtemp(prefix="hydro-fsdp-kill.")
     rng = random.Random()
     counts = {k: {} for k in ("hydro", "hydro async", "dcp newest", "dcp fallback")}

@@ -35,8 +35,6 @@ struct ReleaseGilDelete {
   }
 };
 
-std::string base_name(const std::string& path) { return path.substr(path.rfind('/') + 1); }
-
 // One checkpoint of `step` staged in `root`, which its creator commits once every shard's files
 // are written and their records added. Dropped without commit(), it removes the staging directory.
 class StagedCheckpoint {
@@ -50,7 +48,7 @@ class StagedCheckpoint {
     }
     check(s);
   }
-  std::string name() const { return base_name(writer_->staging()); }
+  std::string name() const { return writer_->staging_name(); }
   void add_files(const std::vector<FileRecord>& records, int world_size) {
     std::vector<ManifestFile> files;
     for (const auto& [name, size, hash] : records) {

@@ -16,8 +16,6 @@
 namespace hydro {
 namespace {
 
-std::string base_name(const std::string& path) { return path.substr(path.rfind('/') + 1); }
-
 std::string rank_name(int r) { return "rank " + std::to_string(r); }
 
 // A peer's file list names only files of its own shard: "rank-R/<name>", nothing that leads out.
@@ -55,7 +53,7 @@ class GroupSave {
   Status start_staging() {
     Status s = dir_.open(/*clean=*/true);
     if (s.ok()) s = dir_.begin(step_, &writer_);
-    link_.publish("staging", s, s.ok() ? base_name(writer_->staging()) : "");
+    link_.publish("staging", s, s.ok() ? writer_->staging_name() : "");
     return s;
   }
 

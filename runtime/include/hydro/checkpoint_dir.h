@@ -100,6 +100,8 @@ class CheckpointWriter {
   const std::vector<ManifestFile>& files() const { return manifest_.files; }
   void add_files(const std::vector<ManifestFile>& files, bool sharded);
   const std::string& staging() const { return staging_; }
+  // The staging directory's name in the root (what another rank joins).
+  std::string staging_name() const { return staging_.substr(staging_.rfind('/') + 1); }
   // force_save: keep this checkpoint always; keep_last neither counts nor removes it.
   void set_keep(bool keep) { manifest_.keep = keep; }
   // Makes the checkpoint durable and points `latest` at it, then prunes to keep_last. On
