@@ -15,7 +15,7 @@ start_cluster "${1:-cgroup}" --nodes 2
 [ "${HYDRO_TEST_PROGRAM:-}" = python ] && [[ " ${program_args[*]} " == *" --fsdp "* ]] ||
   fail "multinode_fsdp.sh runs the Python example with --fsdp (HYDRO_TEST_PROGRAM=python, HYDRO_TEST_ARGS)"
 
-steps=${HYDRO_TEST_STEPS:-400}
+steps=${HYDRO_TEST_STEPS:-600}
 work=$(mktemp -d /tmp/hydro-it.XXXXXX)
 args=(--steps "$steps" --log-every 25 --pg-timeout 300 "${program_args[@]}")
 four=(-N 2 --ntasks-per-node=2)
@@ -29,7 +29,7 @@ note "1. 4 ranks: suspend, resume, then suspended and requeued"
 cat >"$work/job.sh" <<JOB
 #!/bin/bash
 echo "restart count: \${SLURM_RESTART_COUNT:-0}"
-exec srun -o "$work/rank%t.log" --open-mode=append "$launch" -- "$train" ${args[*]} --step-ms 5
+exec srun -o "$work/rank%t.log" --open-mode=append "$launch" -- "$train" ${args[*]} --step-ms $(paced 40)
 JOB
 rank_count=4
 HYDRO_TEST_LOGS="$work/batch.log $(for r in 0 1 2 3; do rank_log $r; done | tr '\n' ' ')"

@@ -25,6 +25,17 @@ def join():
                             timeout=datetime.timedelta(seconds=2))
 
 
+def running_sleep(seconds):
+    """Sleeps `seconds` of this process's running time: a hold (SIGSTOP) counts at most one short
+    slice, as it would of a computation, which a suspended job does not advance. (A plain sleep
+    would end during the hold, and the test's control would race the peer's timeout at SIGCONT.)"""
+    left = seconds
+    while left > 0:
+        t = time.monotonic()
+        time.sleep(0.01)
+        left -= min(time.monotonic() - t, 0.2)
+
+
 def evaluate(seconds):
     x, w = torch.ones(32, 32), torch.eye(32)
     end = time.monotonic() + seconds
@@ -48,7 +59,7 @@ t = torch.zeros(1)
 for step in range(1, steps + 1):
     if rank == 1 and step == slow_step:
         print("slow", flush=True)
-        time.sleep(1.5)
+        running_sleep(1.5)
     if mode == "eval" and step == slow_step + 1:
         evaluate(seconds=6)
     t += 1
