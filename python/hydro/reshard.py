@@ -162,7 +162,10 @@ def to_chunks(name, kind, state, cache=None):
         chunk = item.tensor_data.chunk
         whole["chunks"].append((tuple(chunk.offsets), tuple(chunk.sizes), len(data)))
         data.append(value.detach())
-    return {"kind": kind, "tensors": tensors, "values": values, "data": data, "mappings": plan.planner_data}
+    # The flattening's own mappings, made anew: a cached plan's are another call's (equal where the
+    # layout is, but a layout of equal names can nest differently).
+    mappings = planner.mappings if planner.flatten_state_dict else plan.planner_data
+    return {"kind": kind, "tensors": tensors, "values": values, "data": data, "mappings": mappings}
 
 
 class _Part:

@@ -183,7 +183,7 @@ class Snapshot:
 
     def _chunks(self, chunks):
         """hydro.reshard.to_chunks' dict, its tensors (all in "data", plain ones) copied: the rest
-        is made anew at each call and holds plain values only."""
+        holds plain values only, which nothing changes once made."""
         seen = {}
         data = [self._copy(("data", i), v, seen) if isinstance(v, torch.Tensor) else v
                 for i, v in enumerate(chunks["data"])]

@@ -80,13 +80,19 @@ void Runtime::every_rank_writes() {
     throw_status(Status::invalid_argument(
         "HYDRO_CKPT_MODE=async with several ranks: track each rank's own (sharded) state before resume(), "
         "which then agrees with the other ranks on the checkpoint to load"));
+  wait_idle();  // a save started before is rank 0's alone
   open_group();
   // The saves' own connection and rounds: a save in flight on the background thread never holds up
   // the vote at a step's end, and every rank runs its saves and its votes in the same order.
   const auto timeout = std::chrono::seconds(settings_.store_timeout_s);
   Status st = connect_tcp_store(settings_.dist.master_addr, settings_.dist.store_port(), store_scope_from_env(),
                                 timeout, &save_store_);
-  if (!st.ok()) throw std::runtime_error("hydro: the ranks' store, for the async saves: " + st.message());
+  if (!st.ok()) {
+    group_.reset();  // no half set-up: without the saves' group every rank would write alone
+    store_.reset();
+    store_server_.reset();
+    throw std::runtime_error("hydro: the ranks' store, for the async saves: " + st.message());
+  }
   saver_ = std::make_unique<CheckpointGroup>(*save_store_, settings_.rank, settings_.world_size, host_name(), timeout,
                                              "hydro-async");
 }
@@ -179,6 +185,7 @@ std::string Runtime::save(int64_t step, bool keep_always) {
       rt->update_suspend_budget();
     }
   } timed{this, t0};
+  if (saver_) return save_in_step(step, keep_always);
   wait_idle();
   if (settings_.mode == CheckpointMode::async) return save_async(step, keep_always);
   // Old checkpoints go on a background thread, after the commit: one rank's, or in a group the
@@ -226,7 +233,10 @@ struct Runtime::AsyncSave {
   std::vector<Item> items;
   Composer compose;
 
+  Status failure;  // the capture failed: this rank's part of the save fails with it
+
   Status write(CheckpointWriter& w) const {
+    HYDRO_RETURN_IF_ERROR(failure);
     w.set_threads(threads.aten, threads.blas);
     try {
       for (const auto& it : items) HYDRO_RETURN_IF_ERROR(write_captured(w, it.file, it.captured));
@@ -251,8 +261,36 @@ std::string Runtime::save_async(int64_t step, bool keep_always) {
     save->items.push_back({"rng.pt", rng_item().capture(*pool_)});
     capturing.finish();  // every copy is done before training goes on
   }
-  persist_.start([this, save] { finish_async(save->step, saver_ ? persist_in_group(*save) : persist_alone(*save)); });
+  persist_.start([this, save, saver = saver_.get()] {
+    finish_async(save->step, saver ? persist_in_group(*save, saver) : persist_alone(*save));
+  });
   return settings_.checkpoint_dir + "/" + CheckpointDir::name_for(step);
+}
+
+// Async saves of every rank (every_rank_writes()): each rank enters every voted save, whatever
+// failed before, or the ranks' saves would fall out of step. The previous save's failure is thrown
+// once this one is started, and a failed capture makes this rank's part of this save fail (its peers
+// learn it at once, not after the store timeout).
+std::string Runtime::save_in_step(int64_t step, bool keep_always) {
+  std::string previous;
+  try {
+    wait_idle();
+  } catch (const std::exception& e) {
+    previous = e.what();
+  }
+  std::string path;
+  try {
+    path = save_async(step, keep_always);
+  } catch (const std::exception& e) {
+    auto failed = std::make_shared<AsyncSave>();
+    failed->step = step;
+    failed->failure = Status::io(std::string("capturing the state: ") + e.what());
+    persist_.start(
+        [this, failed, saver = saver_.get()] { finish_async(failed->step, persist_in_group(*failed, saver)); });
+    throw;
+  }
+  if (!previous.empty()) throw std::runtime_error(previous);
+  return path;
 }
 
 // This rank writes the whole checkpoint: one rank, or rank 0 for ranks that all hold the same state.
@@ -275,9 +313,9 @@ Status Runtime::persist_alone(const AsyncSave& save) {
 // Every rank writes its own shard and the group commits them as one checkpoint, as in the sync
 // modes, on the saves' own connection (every_rank_writes()). The committer prunes once it has told
 // the others.
-Status Runtime::persist_in_group(const AsyncSave& save) {
+Status Runtime::persist_in_group(const AsyncSave& save, CheckpointGroup* saver) {
   CheckpointDir dir(settings_.checkpoint_dir, fs_, settings_.keep_last);
-  return saver_->save(
+  return saver->save(
       dir, save.step, save.keep, save.epoch, [&save](CheckpointWriter& w) { return save.write(w); }, nullptr,
       save.compose ? &save.compose : nullptr);
 }

@@ -90,6 +90,7 @@ run_job resumed "${four[@]}" -- --steps 200 "${base[@]}"
 [ "$(digest_of resumed 4)" = "$saved" ] || fail "4 ranks resumed other weights than the 2 saved"
 note "4 ranks resumed the 2 ranks' checkpoint with its weights, weights_digest=$saved"
 HYDRO_CKPT_MODE=async HYDRO_CKPT_EVERY=50 run_job async "${four[@]}" -- --steps 300 "${base[@]}"
+[ "$(grep -cE 'resumed from .* at step 200$' "$work/async.log")" = 4 ] || fail "not every async rank resumed at step 200"
 [ "$(grep -c 'async checkpoint of step 300 committed' "$work/async.log")" = 1 ] ||
   fail "rank 0 did not report the async checkpoint of step 300 committed"
 trained=$(digest_of async 4)

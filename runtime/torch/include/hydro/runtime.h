@@ -147,7 +147,8 @@ class Runtime {
   struct AsyncSave;
   std::string save_async(int64_t step, bool keep_always);
   Status persist_alone(const AsyncSave& save);
-  Status persist_in_group(const AsyncSave& save);
+  Status persist_in_group(const AsyncSave& save, CheckpointGroup* saver);
+  std::string save_in_step(int64_t step, bool keep_always);
   void finish_async(int64_t step, const Status& st);
   void open_group();
   void start_pruner();
