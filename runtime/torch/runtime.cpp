@@ -255,15 +255,27 @@ std::string Runtime::save_async(int64_t step, bool keep_always) {
   save->epoch = epoch_;
   save->threads = compute_threads();
   save->compose = dcp_metadata_;
-  {
+  auto start = [this, save, saver = saver_.get()] {
+    persist_.start([this, save, saver] {
+      finish_async(save->step, saver ? persist_in_group(*save, saver) : persist_alone(*save));
+    });
+  };
+  try {
     TensorPool::Capturing capturing(*pool_);
     for (const auto& t : tracked_) save->items.push_back({t.name + ".pt", t.capture(*pool_)});
     save->items.push_back({"rng.pt", rng_item().capture(*pool_)});
     capturing.finish();  // every copy is done before training goes on
+  } catch (const std::exception& e) {
+    // In a group this rank's part still runs, and fails at once: its peers are told, and the ranks'
+    // saves stay in step (save_in_step).
+    if (saver_) {
+      save->items.clear();
+      save->failure = Status::io(std::string("capturing the state: ") + e.what());
+      start();
+    }
+    throw;
   }
-  persist_.start([this, save, saver = saver_.get()] {
-    finish_async(save->step, saver ? persist_in_group(*save, saver) : persist_alone(*save));
-  });
+  start();
   return settings_.checkpoint_dir + "/" + CheckpointDir::name_for(step);
 }
 
@@ -278,17 +290,7 @@ std::string Runtime::save_in_step(int64_t step, bool keep_always) {
   } catch (const std::exception& e) {
     previous = e.what();
   }
-  std::string path;
-  try {
-    path = save_async(step, keep_always);
-  } catch (const std::exception& e) {
-    auto failed = std::make_shared<AsyncSave>();
-    failed->step = step;
-    failed->failure = Status::io(std::string("capturing the state: ") + e.what());
-    persist_.start(
-        [this, failed, saver = saver_.get()] { finish_async(failed->step, persist_in_group(*failed, saver)); });
-    throw;
-  }
+  std::string path = save_async(step, keep_always);
   if (!previous.empty()) throw std::runtime_error(previous);
   return path;
 }
