@@ -1,7 +1,13 @@
 #include "hydro/host_memory.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
-#include <fstream>
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <sstream>
 
@@ -11,11 +17,43 @@ namespace {
 
 constexpr uint64_t kNoLimit = std::numeric_limits<uint64_t>::max();
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+// A whole /proc or /sys file, read with read(2) (their size shows as 0); empty, with *error set
+// where given, when it cannot be read.
+std::string read_text(const std::string& path, std::string* error = nullptr) {
+  std::string text;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (error) *error = std::strerror(errno);
+    return text;
+  }
+  char buf[8192];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n > 0) text.append(buf, static_cast<size_t>(n));
+    if (n == 0 || (n < 0 && errno != EINTR)) {
+      if (n < 0 && error) *error = std::strerror(errno);
+      break;
+    }
+  }
+  ::close(fd);
+  return text;
+}
+
+// The number after `key` (then spaces) at a line's start in `text`, and whether one was there:
+// no locale or stream state involved (the process's global locale is the host program's).
+bool number_after(const std::string& text, const std::string& key, uint64_t* out) {
+  for (size_t at = 0; at < text.size();) {
+    const size_t end = std::min(text.find('\n', at), text.size());
+    if (text.compare(at, key.size(), key) == 0) {
+      size_t digit = text.find_first_not_of(' ', at + key.size());
+      if (digit == std::string::npos || digit >= end || !std::isdigit(static_cast<unsigned char>(text[digit])))
+        return false;
+      *out = std::strtoull(text.c_str() + digit, nullptr, 10);
+      return true;
+    }
+    at = end + 1;
+  }
+  return false;
 }
 
 std::string trimmed(const std::string& text) { return text.substr(0, text.find_last_not_of(" \n") + 1); }
@@ -33,27 +71,14 @@ bool parse_bytes(const std::string& text, uint64_t* out) {
 }  // namespace
 
 uint64_t mem_available_of(const std::string& meminfo) {
-  std::istringstream lines(meminfo);
-  std::string key, unit;
-  uint64_t value = 0;
-  for (std::string line; std::getline(lines, line);) {
-    std::istringstream fields(line);
-    if (fields >> key >> value >> unit && key == "MemAvailable:") return unit == "kB" ? value * 1024 : value;
-  }
-  return 0;
+  uint64_t kib = 0;
+  return number_after(meminfo, "MemAvailable:", &kib) ? kib * 1024 : 0;
 }
 
 uint64_t inactive_file_of(const std::string& memory_stat) {
-  std::istringstream lines(memory_stat);
-  std::string key;
-  uint64_t value = 0, local = 0;
-  for (std::string line; std::getline(lines, line);) {
-    std::istringstream fields(line);
-    if (!(fields >> key >> value)) continue;
-    if (key == "total_inactive_file") return value;  // v1's, counting the cgroups below
-    if (key == "inactive_file") local = value;
-  }
-  return local;
+  uint64_t value = 0;
+  if (number_after(memory_stat, "total_inactive_file ", &value)) return value;  // v1's, counting the cgroups below
+  return number_after(memory_stat, "inactive_file ", &value) ? value : 0;
 }
 
 uint64_t cgroup_room_of(const std::string& limit, const std::string& usage, const std::string& memory_stat) {
@@ -81,7 +106,12 @@ std::string memory_cgroup_of(const std::string& proc_self_cgroup, bool* v1) {
 }
 
 HostRoom host_memory_available(const std::string& fs_root) {
-  HostRoom room{mem_available_of(read_text(fs_root + "/proc/meminfo")), "MemAvailable in /proc/meminfo"};
+  std::string error;
+  const std::string meminfo = read_text(fs_root + "/proc/meminfo", &error);
+  HostRoom room{mem_available_of(meminfo), "MemAvailable in /proc/meminfo"};
+  if (room.bytes == 0)
+    room.bound_by = "no MemAvailable in /proc/meminfo (" +
+                    (error.empty() ? std::to_string(meminfo.size()) + " bytes read" : "read failed: " + error) + ")";
   bool v1 = false;
   std::string path = memory_cgroup_of(read_text(fs_root + "/proc/self/cgroup"), &v1);
   if (path.empty()) return room;

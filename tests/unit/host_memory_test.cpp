@@ -98,5 +98,26 @@ TEST(HostMemory, CgroupV2WithALimitOnTheParentAndNoneAtTheRoot) {
   EXPECT_EQ(room.bound_by, "MemAvailable in /proc/meminfo");
 }
 
+// A job that cannot read MemAvailable gets no full release, and its log says what was read
+// (inside a torch job on an H200 the old stream-based read gave 0 with 128 GiB free).
+TEST(HostMemory, NoMemAvailableNamesWhatWasRead) {
+  test::TempDir dir;
+  const std::filesystem::path root = dir.path;
+  write(root / "proc/self/cgroup", "");
+  HostRoom room = host_memory_available(root.string());
+  EXPECT_EQ(room.bytes, 0u);
+  EXPECT_EQ(room.bound_by, "no MemAvailable in /proc/meminfo (read failed: No such file or directory)");
+  write(root / "proc/meminfo", "MemTotal:       131981020 kB\n");
+  room = host_memory_available(root.string());
+  EXPECT_EQ(room.bytes, 0u);
+  EXPECT_EQ(room.bound_by, "no MemAvailable in /proc/meminfo (29 bytes read)");
+}
+
+TEST(HostMemory, ANumberIsReadOnlyAtItsKeyAtALineStart) {
+  EXPECT_EQ(mem_available_of("XMemAvailable: 5 kB\nMemAvailable: 7 kB\n"), 7u * 1024);
+  EXPECT_EQ(mem_available_of("MemAvailable: kB\n"), 0u);
+  EXPECT_EQ(inactive_file_of("active_file 1\ninactive_file 2\n"), 2u);
+}
+
 }  // namespace
 }  // namespace hydro
