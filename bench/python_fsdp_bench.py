@@ -22,7 +22,9 @@ all (AdamW holds two more copies of the weights). Each rank holds 1/RANKS of it 
     directory fsyncs as above);
   Runtime async (a second Runtime, HYDRO_CKPT_MODE=async, against DCP's async_save again): the
     stall (until rt.save(step) returns: every rank's shards captured into reused host buffers) and
-    the time until durable (rt.wait_idle(): written, fsynced and committed by the ranks).
+    the time until durable (rt.wait_idle(): written, fsynced and committed by the ranks); then
+    the same with HYDRO_ASYNC_COPY=behind (rt.save(step) returns before the copies are made, which
+    the next optimizer step waits for): the stall, when the copies are made, until durable.
 Usage: .venv/bin/python bench/python_fsdp_bench.py [DIR] [--ranks N] [--mb MB] [--rounds N]"""
 import argparse
 import os
@@ -156,16 +158,20 @@ class Variants:
         return t.tolist()
 
     def runtime_async(self):
-        """(stall, until durable) of one rt.save() in async mode: each rank captures its shards
-        into reused host buffers and returns; its background thread writes them and the ranks
-        commit (rt.wait_idle() returns once that rank's part, the commit included, is done)."""
+        """(stall, until durable, copies made) of one rt.save() in async mode: each rank captures
+        its shards into reused host buffers and returns (HYDRO_ASYNC_COPY=behind: before the copies
+        are made, which the next optimizer step waits for); its background thread writes them and
+        the ranks commit (rt.wait_idle() returns once that rank's part, the commit included, is
+        done)."""
         self.step += 1
         dist.barrier()
         t0 = time.perf_counter()
         self.rt.save(self.step)
         t1 = time.perf_counter()
+        self.rt._c.wait_copies()
+        t2 = time.perf_counter()
         self.rt.wait_idle()
-        t = torch.tensor([t1 - t0, time.perf_counter() - t0], dtype=torch.float64)
+        t = torch.tensor([t1 - t0, time.perf_counter() - t0, t2 - t0], dtype=torch.float64)
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         return t.tolist()
 
@@ -208,30 +214,39 @@ def worker(a):
         for name, got in zip(rows, (save, load, stall, durable)):
             rows[name].append(got)
     rt.close()
-    rows.update(async_rounds(a, v, rng))
+    rows.update(async_rounds(a, v, rng, "save"))
+    rows.update(async_rounds(a, v, rng, "behind"))
     if dist.get_rank() == 0:
         report(a, rows)
     dist.destroy_process_group()
 
 
-def async_rounds(a, v, rng):
-    """hydro's Runtime in async mode (a Runtime of its own: the mode is read at its start) against
-    DCP's async_save, interleaved in random order per round."""
+def async_rounds(a, v, rng, copy):
+    """hydro's Runtime in async mode (a Runtime of its own: the mode is read at its start), its
+    copies made at save or behind it (HYDRO_ASYNC_COPY), against DCP's async_save, interleaved in
+    random order per round. Behind: also when the copies are made (what the next optimizer step
+    waits for at most; in training they overlap the forward and backward)."""
     import hydro
     dist.barrier()  # rank 0's store of the closed Runtime is gone before any rank opens the next
-    os.environ.update(HYDRO_CKPT_MODE="async", HYDRO_CKPT_DIR=os.path.join(a.dir, "hydro-async"))
+    os.environ.update(HYDRO_CKPT_MODE="async", HYDRO_CKPT_DIR=os.path.join(a.dir, f"hydro-async-{copy}"),
+                      HYDRO_ASYNC_COPY=copy)
     v.rt = rt = hydro.Runtime()
     rt.track("model", v.model)
     rt.track("optimizer", v.opt)
-    rows = {"Runtime async: stall": [], "Runtime async: until durable": []}
+    name = "Runtime async" + (", behind" if copy == "behind" else "")
+    rows = {f"{name}: stall": [], f"{name}: until durable": []}
+    if copy == "behind":
+        rows[f"{name}: copies made"] = []
     for _ in range(a.rounds + 1):
         order = ["hydro", "dcp"]
         rng.shuffle(order)
-        stall, durable = {}, {}
+        stall, durable, copied = {}, {}, {}
         for kind in order:
-            stall[kind], durable[kind] = v.runtime_async() if kind == "hydro" else v.async_save("dcp")
-        rows["Runtime async: stall"].append(stall)
-        rows["Runtime async: until durable"].append(durable)
+            t = v.runtime_async() if kind == "hydro" else v.async_save("dcp") + [None]
+            stall[kind], durable[kind], copied[kind] = t
+        copied["dcp"] = stall["dcp"]  # DCP's copies are made inside its stall
+        for row, value in zip(rows, (stall, durable, copied)):
+            rows[row].append(value)
     rt.close()
     return rows
 
@@ -239,7 +254,7 @@ def async_rounds(a, v, rng):
 def report(a, rows):
     print(f"FSDP2 on the CPU, {a.ranks} ranks, {a.mb} MB in all ({a.mb / a.ranks:.0f} MB a rank), {a.rounds} rounds; "
           "medians, the slowest rank's time; ratios: medians of each round's against DCP's")
-    print(f"{'measure':<30} {'variant':<10} {'ms':>9} {'/ DCP':>7}")
+    print(f"{'measure':<38} {'variant':<10} {'ms':>9} {'/ DCP':>7}")
     for name, runs in rows.items():
         runs = runs[1:]
         for kind in ("hydro", "hydro.dcp", "dcp"):
@@ -247,7 +262,7 @@ def report(a, rows):
                 continue
             ms = statistics.median(r[kind] for r in runs) * 1000
             ratio = statistics.median(r[kind] / r["dcp"] for r in runs)
-            print(f"{name:<30} {kind:<10} {ms:>9.1f} {ratio:>7.2f}")
+            print(f"{name:<38} {kind:<10} {ms:>9.1f} {ratio:>7.2f}")
 
 
 def spawn(a):

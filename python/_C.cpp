@@ -198,6 +198,7 @@ py::dict settings_dict(const Settings& s) {
   d["rank"] = s.rank;
   d["world_size"] = s.world_size;
   d["suspend_checkpoint"] = s.suspend_checkpoint;
+  d["copy_behind"] = s.copy_behind;
   d["store_timeout_s"] = s.store_timeout_s;
   d["checkpoint_failure_grace_s"] = s.checkpoint_failure_grace_s;
   return d;
@@ -233,6 +234,8 @@ void bind_runtime(py::module_& m) {
       .def("save", &Runtime::save, py::arg("step"), py::arg("keep_always") = false,
            py::call_guard<py::gil_scoped_release>())
       .def("wait_idle", &Runtime::wait_idle, py::call_guard<py::gil_scoped_release>())
+      .def("copy_behind", &Runtime::copy_behind)
+      .def("wait_copies", &Runtime::wait_copies, py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("writes_checkpoints", &Runtime::writes_checkpoints)
       .def_property("epoch", &Runtime::epoch, &Runtime::set_epoch)
       .def_property_readonly("settings", [](const Runtime& rt) { return settings_dict(rt.settings()); });

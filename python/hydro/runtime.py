@@ -96,6 +96,9 @@ class Runtime:
         settings = self._c.settings
         self._rank, self._world_size = settings["rank"], settings["world_size"]
         self._rank0_writes_all = settings["mode"] == "async" and self._world_size > 1
+        self._step_fence = None
+        if settings["mode"] == "async" and settings["copy_behind"]:
+            self._step_fence = self._fence_optimizer_steps()
         self.track(self.PYTHON_RNG, _PythonRNG())
 
     def track(self, name, obj, on_resume=None):
@@ -140,12 +143,35 @@ class Runtime:
             else:
                 obj.load_state_dict(_load(path))
 
+        buffers = None
+        if isinstance(obj, torch.nn.Module):
+            buffers = lambda: {b.data_ptr() for b in obj.buffers() if b.numel()}  # noqa: E731
         snapshot = Snapshot(state_dict, fresh=isinstance(obj, _PythonRNG),
-                            writer=shard_file.write if sharded is not None else None)
+                            writer=shard_file.write if sharded is not None else None, buffers=buffers)
         self._c.track_stream(name, write, read, snapshot.capture)
         self._objects[name] = obj
         if sharded is not None:
             self._add_sharded(sharded)
+        if self._step_fence is not None and isinstance(obj, torch.optim.Optimizer):
+            self._c.copy_behind()  # the tracked tensors change at its step, which waits for the copies
+
+    def _fence_optimizer_steps(self):
+        """HYDRO_ASYNC_COPY=behind: every optimizer's step (torch's global hook: any optimizer's)
+        waits for the last async save's copies. None where torch has no such hook (before 2.0),
+        and the state is then copied at each save."""
+        import torch.optim.optimizer as optimizers
+        register = getattr(optimizers, "register_optimizer_step_pre_hook", None)
+        if register is None:
+            _C.log(f"warning: HYDRO_ASYNC_COPY=behind needs the optimizer step hooks of torch 2.0 or later "
+                   f"(this is {torch.__version__}): each save copies the state before it returns")
+            return None
+        me = weakref.ref(self)
+
+        def wait_for_copies(optimizer, args, kwargs):
+            rt = me()
+            if rt is not None and rt._c is not None:
+                rt._c.wait_copies()
+        return register(wait_for_copies)
 
     def _add_sharded(self, sharded):
         """Its files resume on any number of ranks, and every checkpoint holds DCP's .metadata of
@@ -203,6 +229,8 @@ class Runtime:
         The Runtime is closed at exit anyway; close() makes it happen now."""
         if self._c is not None:
             groups.forget(self._watch_collectives)
+            if self._step_fence is not None:
+                self._step_fence.remove()
             c, self._c = self._c, None
             del c
             _pause.uninstall()

@@ -116,10 +116,14 @@ class Snapshot:
     them for tensors to copy: Python's generator state alone is a tuple of 625 ints.
     writer=write(state, sink): the file is not torch.save's but what `write` makes of the state
     (hydro.shard_file's, of hydro.reshard.to_chunks' dict, whose tensors are all in its "data");
-    the background thread calls it on the copies, with the GIL."""
+    the background thread calls it on the copies, with the GIL.
+    buffers=f(): the addresses of a module's buffers, copied at once, never queued: a forward
+    changes them (BatchNorm's statistics), and HYDRO_ASYNC_COPY=behind waits for queued copies at
+    the next optimizer step only."""
 
-    def __init__(self, state_dict, fresh=False, writer=None):
+    def __init__(self, state_dict, fresh=False, writer=None, buffers=None):
         self._state_dict = state_dict
+        self._buffers, self._now = buffers, ()
         self._fresh = fresh
         self._writer = writer
         self._slots = {}
@@ -137,7 +141,10 @@ class Snapshot:
             slot = self._slots[path] = torch.empty(t.shape, dtype=t.dtype)
         # Inside rt.save() a large host copy is queued: a helper thread shares it while this
         # thread pickles, and save() returns once it is done (the C++ side holds both memories).
-        _C.copy_for_checkpoint(slot._cdata, t._cdata)
+        if t.numel() and t.data_ptr() in self._now:
+            slot.copy_(t)
+        else:
+            _C.copy_for_checkpoint(slot._cdata, t._cdata)
         seen[key] = slot
         return slot
 
@@ -202,6 +209,7 @@ class Snapshot:
 
     def capture(self):
         state = self._state_dict()
+        self._now = self._buffers() if self._buffers is not None else ()
         try:
             if _SAVE is None:
                 raise TypeError("this torch has no torch.serialization._save")

@@ -49,6 +49,10 @@ const std::vector<SettingRow>& settings_schema() {
        "failing before the step fails; it fails at the third failure in a row that is this long after the first"},
       {"HYDRO_RESUME_FROM", nullptr, nullptr, "DIR", K::absolute_path, 0, 0, nullptr, "",
        "the checkpoint to resume from (hydro-launch sets it)"},
+      {"HYDRO_ASYNC_COPY", nullptr, nullptr, "save|behind", K::choice, 0, 0, "save|behind", "save",
+       "async mode: save = rt.save() returns once the state is copied; behind = the copies run behind the next "
+       "forward and backward, and the next optimizer step waits for them (Python, with an optimizer tracked: "
+       "change tracked tensors only by an optimizer's step)"},
   };
   return rows;
 }

@@ -41,6 +41,8 @@ class TensorPool {
     explicit Capturing(TensorPool& pool);
     ~Capturing();
     void finish();
+    // Ends the capture without waiting: the queued copies run on, until the pool's finish().
+    void leave() { finished_ = true; }
 
    private:
     TensorPool& pool_;

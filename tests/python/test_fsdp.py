@@ -156,11 +156,12 @@ def test_one_ranks_async_checkpoint_resumes_on_two_ranks(tmp_path, uninterrupted
 # Async mode with several ranks: tracking the sharded model makes every rank write its own shards on
 # its background thread, committed by the ranks together, while training goes on and the ranks vote
 # at each step's end. Checkpoints every 2 steps run beside the training; SIGTERM's waits for the
-# one in flight and writes its own.
+# one in flight and writes its own. The first run copies behind (HYDRO_ASYNC_COPY=behind: the copies
+# run on after save() returns, until the next optimizer step), the resumed one at save.
 def test_async_mode_with_several_ranks_writes_each_ranks_shards_and_resumes_bit_for_bit(tmp_path, uninterrupted):
     ck = tmp_path / "ck"
     async_every_2 = {"HYDRO_CKPT_MODE": "async", "HYDRO_CKPT_EVERY": "2"}
-    stopped = run(2, ck, async_every_2, stop_at=STOP_AT)
+    stopped = run(2, ck, {**async_every_2, "HYDRO_ASYNC_COPY": "behind"}, stop_at=STOP_AT)
     assert [s for s, _, _, _ in stopped] == [hydro.EXIT_REQUEUE] * 2, [err for _, _, err, _ in stopped]
     for _, _, err, _ in stopped:
         assert "serializing on the training thread" not in err, err

@@ -37,6 +37,7 @@ TEST(SettingsSchema, EachSettingIsTheRowOfItsVariable) {
       {Setting::store_timeout, "HYDRO_STORE_TIMEOUT"},
       {Setting::checkpoint_failure_grace, "HYDRO_CKPT_FAILURE_GRACE"},
       {Setting::resume_from, "HYDRO_RESUME_FROM"},
+      {Setting::async_copy, "HYDRO_ASYNC_COPY"},
   };
   ASSERT_EQ(names.size(), settings_schema().size()) << "a row without a Setting, or a Setting without a row";
   for (const auto& [setting, name] : names) {

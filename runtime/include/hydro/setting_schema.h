@@ -52,6 +52,7 @@ enum class Setting {
   store_timeout,
   checkpoint_failure_grace,
   resume_from,
+  async_copy,
 };
 
 const std::vector<SettingRow>& settings_schema();

@@ -43,9 +43,12 @@ struct Settings {
   int rank = 0;                                    // RANK or SLURM_PROCID (hydro/dist_env.h)
   int world_size = 1;                              // WORLD_SIZE or SLURM_STEP_NUM_TASKS
   CheckpointMode mode = CheckpointMode::sync_any;  // HYDRO_CKPT_MODE=sync_any|sync_all|async
-  int64_t store_timeout_s = 1800;                  // HYDRO_STORE_TIMEOUT: the longest wait for a peer rank
-  int64_t checkpoint_failure_grace_s = 60;         // HYDRO_CKPT_FAILURE_GRACE (Runtime::save_tolerated)
-  DistEnv dist;                                    // rendezvous address: the ranks' store is MASTER_PORT + 1
+  // HYDRO_ASYNC_COPY=save|behind: behind, async mode's copies of the state run after save() returns,
+  // until the next optimizer step, which waits for them (Runtime::copy_behind(), the binding's).
+  bool copy_behind = false;
+  int64_t store_timeout_s = 1800;           // HYDRO_STORE_TIMEOUT: the longest wait for a peer rank
+  int64_t checkpoint_failure_grace_s = 60;  // HYDRO_CKPT_FAILURE_GRACE (Runtime::save_tolerated)
+  DistEnv dist;                             // rendezvous address: the ranks' store is MASTER_PORT + 1
 
   // `getenv` is injectable for tests.
   static Status from_env(Settings* out, const std::function<const char*(const char*)>& getenv);

@@ -32,6 +32,7 @@
 // HYDRO_CKPT_MODE=async: save() copies the state into reused host buffers and returns; a background
 // thread writes and commits it. The next save(), a SIGTERM checkpoint, wait_idle() and the
 // destructor wait for it; a failure of the background write is thrown by the next of these.
+// HYDRO_ASYNC_COPY=behind with copy_behind(): save() returns before the copies are made.
 //
 // Errors throw std::runtime_error whose message names the file or setting.
 #pragma once
@@ -42,7 +43,9 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -133,6 +136,13 @@ class Runtime {
   // checkpoints). Throws if an async write failed.
   void wait_idle();
 
+  // HYDRO_ASYNC_COPY=behind, for a caller that waits for the copies (wait_copies()) before the
+  // tracked tensors change (the binding does before every optimizer step): from then on, an async
+  // save() returns once the state is captured, its copies still running on the helper thread.
+  void copy_behind() { copy_behind_ = settings_.copy_behind && pool_ != nullptr; }
+  // Returns once the last async save's copies are made (at once when none is pending).
+  void wait_copies();
+
   const Settings& settings() const { return settings_; }
 
  private:
@@ -150,6 +160,7 @@ class Runtime {
   Status persist_in_group(const AsyncSave& save, CheckpointGroup* saver);
   std::string save_in_step(int64_t step, bool keep_always);
   void finish_async(int64_t step, const Status& st);
+  void finish_copies(AsyncSave& save, std::promise<void>& copied);
   void open_group();
   void start_pruner();
   std::string load_path(const std::string& checkpoint, const Manifest& manifest, const std::string& file) const;
@@ -174,6 +185,9 @@ class Runtime {
   std::unique_ptr<CheckpointGroup> saver_;  // and their group, used on the background thread only
   std::unique_ptr<TensorPool> pool_;        // async mode: host copies, reused
   BackgroundJob persist_;                   // async mode: the write in flight
+  bool copy_behind_ = false;                // copy_behind(): save() leaves the copies running
+  std::shared_future<void> copies_;         // and they are made when this is ready
+  std::mutex copies_mu_;                    // guards copies_
   std::string persist_error_;
   // The checkpoint resume() loaded (its name). In async mode with several ranks, rank 0 never
   // prunes it in this run: the others may still be reading it, and no vote holds rank 0 back.
