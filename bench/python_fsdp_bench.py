@@ -12,11 +12,12 @@ all (AdamW holds two more copies of the weights). Each rank holds 1/RANKS of it 
     and of its parent, the least that makes its names durable;
     hydro.dcp: the same dcp.save with hydro as its storage layer (hydro.dcp.Writer: each rank's
     file hashed and fsynced, the coordinator's .metadata, manifest, rename and `latest`);
-  load (the slowest rank's): hydro: rt.resume() (each rank checks the checksums of its own shard
+  load (the slowest rank's), with every file of the checkpoint in the page cache, then with none
+    (page_cache()): hydro: rt.resume() (each rank checks the checksums of its own shard
     and reads its own file; the model and the optimizer filled through torch's set_*_state_dict);
     DCP: dcp.load into the model's and the optimizer's state dicts, then set_model_state_dict and
     set_optimizer_state_dict; hydro.dcp: the same with hydro.dcp.Reader (every rank checks every
-    file's checksum first). All read what the page cache holds;
+    file's checksum first);
   async_save, DCP's and through hydro.dcp.Writer: the stall (until dcp.async_save returns, the
     state staged in host memory) and the time until durable (its future's result, plus DCP's
     directory fsyncs as above);
@@ -76,6 +77,29 @@ def slowest(fn):
     t = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return t.item()
+
+
+def page_cache(path, warm):
+    """Every file under `path` read into the page cache (warm), or dropped from it (cold: as on the
+    node a requeued job resumes on; the files are fsynced, so clean). Rank 0 does it, the others
+    wait. hydro writes big files past the page cache (O_DIRECT) and DCP through it, so a load right
+    after the save would read hydro's from the disk and DCP's from memory."""
+    if dist.get_rank() == 0:
+        for root, _, files in os.walk(path):
+            for name in files:
+                try:
+                    fd = os.open(os.path.join(root, name), os.O_RDONLY)
+                except FileNotFoundError:  # an older checkpoint, pruned meanwhile
+                    continue
+                try:
+                    if warm:
+                        while os.read(fd, 8 << 20):
+                            pass
+                    else:
+                        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                finally:
+                    os.close(fd)
+    dist.barrier()
 
 
 def fsync_dir(path):
@@ -193,25 +217,24 @@ def worker(a):
     rt.track("optimizer", opt)
     v = Variants(model, opt, rt, a.dir)
     rng = random.Random(1)
-    rows = {m: [] for m in ("save until durable", "load", "async_save: stall", "async_save: until durable")}
+    rows = {m: [] for m in ("save until durable", "load (page cache)", "load (cold)", "async_save: stall",
+                            "async_save: until durable")}
+    roots = {"hydro": os.path.join(a.dir, "hydro"), "hydro.dcp": os.path.join(a.dir, "hydro-dcp")}
     for _ in range(a.rounds + 1):  # the first round warms every variant up and is not counted
         order = ["hydro", "dcp", "hydro.dcp"]
         rng.shuffle(order)
-        save, load, stall, durable = {}, {}, {}, {}
+        save, load, cold, stall, durable = {}, {}, {}, {}, {}
         for kind in order:
             dist.barrier()
-            if kind == "hydro":
-                save[kind] = slowest(v.hydro_save)
-                load[kind] = slowest(v.hydro_load)
-                continue
-            if kind == "dcp":
-                save[kind] = slowest(v.dcp_save())
-                load[kind] = slowest(v.dcp_load)
-            else:
-                save[kind] = slowest(v.hydro_dcp_save)
-                load[kind] = slowest(v.hydro_dcp_load)
-            stall[kind], durable[kind] = v.async_save("dcp" if kind == "dcp" else "hydro.dcp")
-        for name, got in zip(rows, (save, load, stall, durable)):
+            saver, loader = {"hydro": (v.hydro_save, v.hydro_load), "dcp": (v.dcp_save, v.dcp_load),
+                             "hydro.dcp": (v.hydro_dcp_save, v.hydro_dcp_load)}[kind]
+            save[kind] = slowest(saver() if kind == "dcp" else saver)  # dcp_save() makes the timed call
+            for warm, into in ((True, load), (False, cold)):
+                page_cache(roots.get(kind, v.dcp_last), warm)
+                into[kind] = slowest(loader)
+            if kind != "hydro":
+                stall[kind], durable[kind] = v.async_save("dcp" if kind == "dcp" else "hydro.dcp")
+        for name, got in zip(rows, (save, load, cold, stall, durable)):
             rows[name].append(got)
     rt.close()
     rows.update(async_rounds(a, v, rng, "save"))
