@@ -129,5 +129,33 @@ TEST_F(StoreGroupTest, ASaveInItsOwnKeySpaceCommitsWhileTheRanksGoOnVoting) {
   EXPECT_EQ(m.files.size(), static_cast<size_t>(kWorld));
 }
 
+// Two groups of the same ranks on one store, in two key spaces, run the same call at once and
+// each decides by its own ranks alone: in one space their tallies would mix (one counter per
+// round), and both groups would read one decision.
+TEST_F(StoreGroupTest, TwoKeySpacesVoteAtOnceAndNeitherSeesTheOthersVotes) {
+  std::vector<std::unique_ptr<RankStore>> second(kWorld);
+  for (auto& c : second) ASSERT_TRUE(connect_tcp_store("127.0.0.1", server_->port(), kScope, 5000ms, &c).ok());
+  std::vector<GroupDecision> asked(kWorld), quiet(kWorld);
+  std::vector<Status> a(kWorld), b(kWorld);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kWorld; ++r) {
+    threads.emplace_back([&, r] {
+      CheckpointGroup group(*clients_[r], r, kWorld, "h", 60000ms);
+      for (int i = 0; i < 3 && a[r].ok(); ++i)
+        a[r] = group.vote(CheckpointMode::sync_any, /*want_checkpoint=*/r == 0, false, &asked[r]);
+    });
+    threads.emplace_back([&, r] {
+      CheckpointGroup saver(*second[r], r, kWorld, "h", 60000ms, "hydro-async");
+      for (int i = 0; i < 3 && b[r].ok(); ++i) b[r] = saver.vote(CheckpointMode::sync_any, false, false, &quiet[r]);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < kWorld; ++r) {
+    ASSERT_TRUE(a[r].ok() && b[r].ok()) << a[r].message() << b[r].message();
+    EXPECT_TRUE(asked[r].checkpoint) << "rank " << r << ": rank 0 asked in this space";
+    EXPECT_FALSE(quiet[r].checkpoint) << "rank " << r << ": nobody asked in this one";
+  }
+}
+
 }  // namespace
 }  // namespace hydro
