@@ -229,7 +229,7 @@ class Runtime:
         The Runtime is closed at exit anyway; close() makes it happen now."""
         if self._c is not None:
             groups.forget(self._watch_collectives)
-            if self._step_fence is not None:
+            if getattr(self, "_step_fence", None) is not None:  # None too if __init__ failed before
                 self._step_fence.remove()
             c, self._c = self._c, None
             del c
