@@ -144,8 +144,8 @@ class Runtime:
                 obj.load_state_dict(_load(path))
 
         buffers = None
-        if isinstance(obj, torch.nn.Module):
-            buffers = lambda: {b.data_ptr() for b in obj.buffers() if b.numel()}  # noqa: E731
+        if self._step_fence is not None:  # behind: every tracked module's buffers, copied at once
+            buffers = self._buffer_addresses
         snapshot = Snapshot(state_dict, fresh=isinstance(obj, _PythonRNG),
                             writer=shard_file.write if sharded is not None else None, buffers=buffers)
         self._c.track_stream(name, write, read, snapshot.capture)
@@ -183,6 +183,17 @@ class Runtime:
         self._sharded.append(sharded)
         self._sharded_names.append(sharded.name)
 
+    def _buffer_addresses(self):
+        out = set()
+        for m in self._modules():
+            for b in m.buffers():
+                try:
+                    if b.numel():
+                        out.add(b.data_ptr())
+                except RuntimeError:  # a tensor without storage of its own (a DTensor): not copied by address
+                    pass
+        return out
+
     def _modules(self):
         return [o for o in self._objects.values() if isinstance(o, torch.nn.Module)]
 
@@ -202,6 +213,7 @@ class Runtime:
         HYDRO_CKPT_DIR. Returns the step to continue from: 0 on a fresh start."""
         for sharded in self._sharded:
             sharded.check()  # now, not at the first save (which may be SIGTERM's)
+        self._c.wait_copies()  # HYDRO_ASYNC_COPY=behind: a save's copies are made before the load
         return self._c.resume()
 
     def step_end(self, step):

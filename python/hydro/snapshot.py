@@ -209,8 +209,8 @@ class Snapshot:
 
     def capture(self):
         state = self._state_dict()
-        self._now = self._buffers() if self._buffers is not None else ()
         try:
+            self._now = self._buffers() if self._buffers is not None else ()
             if _SAVE is None:
                 raise TypeError("this torch has no torch.serialization._save")
             if self._fresh and _TENSORLESS is not None:
