@@ -1,15 +1,12 @@
 #include "hydro/host_memory.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <limits>
 #include <sstream>
+
+#include "hydro/durable_fs.h"
 
 namespace hydro {
 
@@ -17,25 +14,12 @@ namespace {
 
 constexpr uint64_t kNoLimit = std::numeric_limits<uint64_t>::max();
 
-// A whole /proc or /sys file, read with read(2) (their size shows as 0); empty, with *error set
+// A whole /proc or /sys file, read to its end (their size shows as 0); empty, with *error set
 // where given, when it cannot be read.
 std::string read_text(const std::string& path, std::string* error = nullptr) {
   std::string text;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (error) *error = std::strerror(errno);
-    return text;
-  }
-  char buf[8192];
-  for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n > 0) text.append(buf, static_cast<size_t>(n));
-    if (n == 0 || (n < 0 && errno != EINTR)) {
-      if (n < 0 && error) *error = std::strerror(errno);
-      break;
-    }
-  }
-  ::close(fd);
+  Status s = posix_fs().read_file(path, &text);
+  if (!s.ok() && error) *error = s.message();
   return text;
 }
 

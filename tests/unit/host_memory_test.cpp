@@ -106,7 +106,8 @@ TEST(HostMemory, NoMemAvailableNamesWhatWasRead) {
   write(root / "proc/self/cgroup", "");
   HostRoom room = host_memory_available(root.string());
   EXPECT_EQ(room.bytes, 0u);
-  EXPECT_EQ(room.bound_by, "no MemAvailable in /proc/meminfo (read failed: No such file or directory)");
+  EXPECT_EQ(room.bound_by, "no MemAvailable in /proc/meminfo (read failed: open " + root.string() +
+                               "/proc/meminfo: No such file or directory)");
   write(root / "proc/meminfo", "MemTotal:       131981020 kB\n");
   room = host_memory_available(root.string());
   EXPECT_EQ(room.bytes, 0u);
