@@ -3,6 +3,8 @@
 // HYDRO_ASYNC_COPY=behind (copy_behind()): save() returns once captured, the copies still running.
 #include <future>
 
+#include <unistd.h>
+
 #include "compute_threads.h"
 #include "hydro/checkpoint_dir.h"
 #include "hydro/checkpoint_group.h"
@@ -65,6 +67,7 @@ std::string Runtime::save_async(int64_t step, bool keep_always) {
       copied = std::make_shared<std::promise<void>>();
       std::lock_guard<std::mutex> lock(copies_mu_);
       copies_ = copied->get_future().share();
+      copies_pid_ = ::getpid();
     } else {
       capturing.finish();  // every copy is done before training goes on
     }
@@ -97,7 +100,10 @@ void Runtime::finish_copies(AsyncSave& save, std::promise<void>& copied) {
 }
 
 // On the thread of an optimizer step (the binding's hook), which may not be the one that saved.
+// A forked child (a DataLoader worker that steps an optimizer, a fork to evaluate) has the copies'
+// future, but not the helper thread that would make it ready, nor the lock's holder at the fork.
 void Runtime::wait_copies() {
+  if (copies_pid_ != 0 && copies_pid_ != ::getpid()) return;
   std::shared_future<void> copies;
   {
     std::lock_guard<std::mutex> lock(copies_mu_);

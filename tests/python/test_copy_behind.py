@@ -4,6 +4,8 @@
 # state at save(), byte for byte what torch.save wrote then.
 import io
 import os
+import signal
+import time
 
 import pytest
 import torch
@@ -61,10 +63,15 @@ def fences():
     return dict(getattr(optimizers, "_global_optimizer_pre_hooks", {}))
 
 
-def test_a_save_whose_copies_run_behind_holds_the_state_at_save(env, tmp_path, capfd):
+@pytest.fixture
+def behind(env, tmp_path):
+    """Async mode, copies behind, checkpoints in tmp_path."""
     env.setenv("HYDRO_CKPT_DIR", str(tmp_path))
     env.setenv("HYDRO_CKPT_MODE", "async")
     env.setenv("HYDRO_ASYNC_COPY", "behind")
+
+
+def test_a_save_whose_copies_run_behind_holds_the_state_at_save(behind, capfd):
     m, opt = model_and_opt()
     before = fences()
     with hydro.Runtime() as rt:
@@ -87,11 +94,39 @@ def test_a_save_whose_copies_run_behind_holds_the_state_at_save(env, tmp_path, c
         assert "HYDRO_ASYNC_COPY=behind needs the optimizer step hooks of torch 2.0" in capfd.readouterr().err
 
 
-def test_without_a_tracked_optimizer_the_copies_are_made_at_save(env, tmp_path):
+def test_a_child_forked_while_the_copies_run_steps_without_waiting_for_them(behind):
+    # The child has the save's pending copies but not the helper thread that makes them: its
+    # optimizer step would wait forever. It goes on (it never writes the checkpoint), and the parent's
+    # checkpoint still holds the state at save.
+    m, opt = model_and_opt()
+    with hydro.Runtime() as rt:
+        rt.track("model", m)
+        rt.track("optimizer", opt)
+        step(m, opt)
+        want = saved_bytes(m)
+        path = rt.save(1)
+        pid = os.fork()  # at once: 128 MiB are still being copied
+        if pid == 0:
+            torch.set_num_threads(1)  # as a DataLoader worker does: torch's OpenMP pool is not the child's
+            step(m, opt)
+            os._exit(0)
+        for _ in range(600):  # a bound for a hang, not a measure: the step takes milliseconds
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            time.sleep(0.1)
+        else:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child's optimizer step waited for copies its process never makes")
+        assert os.waitstatus_to_exitcode(status) == 0
+        rt.wait_idle()
+        with open(os.path.join(path, "model.pt"), "rb") as f:
+            assert f.read() == want
+
+
+def test_without_a_tracked_optimizer_the_copies_are_made_at_save(behind):
     # Nothing would wait for the copies before the tensors change: behind is not taken.
-    env.setenv("HYDRO_CKPT_DIR", str(tmp_path))
-    env.setenv("HYDRO_CKPT_MODE", "async")
-    env.setenv("HYDRO_ASYNC_COPY", "behind")
     m, _ = model_and_opt()
     with hydro.Runtime() as rt:
         rt.track("model", m)

@@ -49,6 +49,8 @@
 #include <string>
 #include <vector>
 
+#include <sys/types.h>
+
 #include "hydro/background_job.h"
 #include "hydro/checkpoint_dir.h"
 #include "hydro/exit_codes.h"
@@ -140,7 +142,8 @@ class Runtime {
   // tracked tensors change (the binding does before every optimizer step): from then on, an async
   // save() returns once the state is captured, its copies still running on the helper thread.
   void copy_behind() { copy_behind_ = settings_.copy_behind && pool_ != nullptr; }
-  // Returns once the last async save's copies are made (at once when none is pending).
+  // Returns once the last async save's copies are made (at once when none is pending, and in a
+  // child forked meanwhile: it has no helper thread to make them, and never writes them).
   void wait_copies();
 
   const Settings& settings() const { return settings_; }
@@ -187,6 +190,7 @@ class Runtime {
   BackgroundJob persist_;                   // async mode: the write in flight
   bool copy_behind_ = false;                // copy_behind(): save() leaves the copies running
   std::shared_future<void> copies_;         // and they are made when this is ready
+  std::atomic<pid_t> copies_pid_{0};        // the process that saved (copies_ is its)
   std::mutex copies_mu_;                    // guards copies_
   std::string persist_error_;
   // The checkpoint resume() loaded (its name). In async mode with several ranks, rank 0 never
