@@ -150,13 +150,14 @@ def to_chunks(name, kind, state, cache=None):
         if layout is not None:
             cache.update(layout=layout, plan=plan)
     data, tensors, values = [], {}, {}
+    pickled = cache.setdefault("pickled", {}) if cache is not None else None
     for item in plan.items:
-        value = planner.resolve_data(item)
         fqn = item.index.fqn
         if item.type == WriteItemType.BYTE_IO:
             values[fqn] = len(data)
-            data.append(value.getvalue())
+            data.append(_pickled(planner, item, pickled))
             continue
+        value = planner.resolve_data(item)
         whole = tensors.setdefault(fqn, {"size": tuple(item.tensor_data.size),
                                          "dtype": item.tensor_data.properties.dtype, "chunks": []})
         chunk = item.tensor_data.chunk
@@ -166,6 +167,33 @@ def to_chunks(name, kind, state, cache=None):
     # layout is, but a layout of equal names can nest differently).
     mappings = planner.mappings if planner.flatten_state_dict else plan.planner_data
     return {"kind": kind, "tensors": tensors, "values": values, "data": data, "mappings": mappings}
+
+
+_PLAIN = (type(None), bool, int, float, complex, str, bytes)
+
+
+def _plain(value):
+    """A value whose repr() tells it apart from any other (an optimizer's hyperparameters)."""
+    if isinstance(value, (tuple, list)):
+        return all(_plain(v) for v in value)
+    return type(value) in _PLAIN
+
+
+def _pickled(planner, item, cache):
+    """A non-tensor value as DCP's planner writes it (torch.save). `cache` (a dict kept from call to
+    call, or None) holds the bytes of plain values by fqn and repr: they seldom change, and pickling
+    a dozen of them each save was a third of an async save's stall."""
+    if cache is None:
+        return planner.resolve_data(item).getvalue()
+    value = planner.lookup_object(item.index)
+    if not _plain(value):
+        return planner.resolve_data(item).getvalue()
+    key = (item.index.fqn, repr(value))
+    if key not in cache:
+        if len(cache) > 4096:  # values that keep changing (a schedule's lr): keep it bounded
+            cache.clear()
+        cache[key] = planner.resolve_data(item).getvalue()
+    return cache[key]
 
 
 class _Part:

@@ -138,3 +138,15 @@ def test_a_cached_plan_cuts_as_a_new_one_and_a_new_layout_is_planned_anew():
     state = get_model_state_dict(wider)
     chunks_equal(reshard.to_chunks("optimizer", "helpers", state, cache), reshard.to_chunks("optimizer", "helpers", state))
     assert cache["plan"] is not plan
+
+
+# The plain values' pickles are cached by repr: values equal in Python but pickled otherwise
+# (0.0 and -0.0, 0 and False, a tuple and a list) each get their own bytes.
+def test_cached_pickles_tell_equal_values_of_other_types_apart():
+    model, opt = trained(1)
+    cache = {}
+    for value in (0.0, -0.0, 0, False, None, (0.0,), [0.0], 0.0):
+        opt.param_groups[0]["weight_decay"] = value
+        state = get_optimizer_state_dict(model, opt)
+        chunks_equal(reshard.to_chunks("optimizer", "helpers", state, cache), reshard.to_chunks("optimizer", "helpers", state))
+    assert cache["pickled"], "the plain values were not cached"
