@@ -54,6 +54,25 @@ void Supervisor::read_reports() {
     say("worker pid " + std::to_string(worker) + " came up during a pause: sending it " + signal_name(held_pause_));
     ::kill(worker, held_pause_);
   }
+  stop_launcher_once_workers_exit();
+}
+
+// Once every worker that said up has checkpointed to exit (the checkpoint-and-exit, or SIGTERM,
+// went to them alone), their launcher gets SIGTERM: torchrun with --max-restarts above 0 would
+// start them again in place, training on from that checkpoint instead of the job's requeue. Their
+// checkpoint is committed and their runtimes ignore SIGTERM by then, so torchrun's SIGTERM to
+// them (and its SIGKILL 30 s later) costs nothing; it stops restarting them, and ends.
+void Supervisor::stop_launcher_once_workers_exit() {
+  const RuntimePipe::State own = pipe_.state();
+  if (launcher_stopped_ || !(exit_sent_ || terminating_) || own == RuntimePipe::State::up ||
+      own == RuntimePipe::State::closed)
+    return;
+  const int up = reports_.up();
+  if (up == 0 || reports_.exiting() < up) return;
+  launcher_stopped_ = true;
+  say("every worker of the program (" + std::to_string(up) + ") checkpointed to exit: SIGTERM to pid " +
+      std::to_string(child_) + ", their launcher, so that it does not start them again (torchrun's --max-restarts)");
+  ::kill(child_, SIGTERM);
 }
 
 void Supervisor::on_ready_deadline() {

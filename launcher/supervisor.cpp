@@ -102,7 +102,7 @@ int Supervisor::restart(int generation) {
   pipe_.close();
   reports_.reset();
   awaiting_ready_ = true;
-  exit_held_ = exit_sent_ = false;
+  exit_held_ = exit_sent_ = launcher_stopped_ = false;
   hang_.clear();
   status_ = 0;
   ::setenv("HYDRO_RESTART_GENERATION", std::to_string(generation).c_str(), 1);

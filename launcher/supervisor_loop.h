@@ -66,6 +66,7 @@ class Supervisor {
   void on_runtime_pipe();
   RuntimePipe::State runtime_state() const;
   void read_reports();
+  void stop_launcher_once_workers_exit();
   void signal_program(int sig);
   void settle_workers_exit();
   void on_ready_deadline();
@@ -91,6 +92,7 @@ class Supervisor {
   bool awaiting_ready_ = true;         // false once the program is ready, or can no longer say so
   bool exit_held_ = false;             // a checkpoint-and-exit waits for the program to be ready
   bool exit_sent_ = false;             // this run of the program was asked to checkpoint and exit
+  bool launcher_stopped_ = false;      // its launcher (torchrun) got SIGTERM: its workers checkpointed to exit
   Steady::time_point ready_deadline_;  // a program without hydro's runtime is not waited for longer
   std::unique_ptr<Watchdog> watchdog_;
   std::unique_ptr<TimeLimitWatch> time_limit_;

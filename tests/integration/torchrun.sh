@@ -6,7 +6,8 @@
 #   - a pause (scancel --signal=USR1) as torchrun starts, before its workers are up, holds both
 #     once they are, and its resume lets them go (torchrun's agent itself takes no pause hook);
 #   - `scontrol suspend` longer than the process group's timeout, and resume: both go on;
-#   - `scontrol requeue`: both workers checkpoint and exit 75, torchrun ends with 1, hydro-launch
+#   - `scontrol requeue`: both workers checkpoint and exit 75, hydro-launch stops torchrun (run with
+#     --max-restarts=3, it would start them again), torchrun ends with 1, hydro-launch
 #     reads the workers' reports, requeues, and the job resumes;
 #   - the weights equal those of the same torchrun job never interrupted.
 #   torchrun.sh PROCTRACK
@@ -20,7 +21,7 @@ start_cluster "$proctrack"
 work=$(mktemp -d /tmp/hydro-it.XXXXXX)
 hold=8 pg_timeout=5
 args=(--steps "${HYDRO_TEST_STEPS:-600}" --log-every 10 --pg-timeout "$pg_timeout")
-run=("$torchrun" --standalone --nproc-per-node=2 --max-restarts=0 "$train")
+run=("$torchrun" --standalone --nproc-per-node=2 --max-restarts=3 "$train")
 digests() { grep -oE 'weights_digest=[0-9a-f]+' "$1" | cut -d= -f2 | sort | uniq -c | awk '{print $1, $2}'; }
 
 note "reference: srun -n 1 -c 2 torchrun --nproc-per-node=2, never interrupted"
@@ -66,6 +67,10 @@ show_new "$log"
 note "scontrol requeue: both workers checkpoint, torchrun ends, hydro-launch requeues"
 scontrol requeue "$job"
 wait_count "$log" 'checkpoint-and-exit requested by SIGTERM' 2 30
+# torchrun runs with --max-restarts=3: once both workers checkpointed to exit, hydro-launch stops
+# torchrun, which would otherwise start them again in place (slurm.torchrun.time_limit, where
+# Slurm signals no one, fails without it).
+wait_for "$log" 'every worker of the program \(2\) checkpointed to exit: SIGTERM to pid [0-9]+, their launcher' 60
 wait_for "$log" '2 of the program.s 2 workers checkpointed to exit for a requeue' 60
 show_new "$log"
 release "$job"

@@ -14,5 +14,5 @@ if [ "${SLURM_STEP_NUM_NODES:-1}" -gt 1 ]; then
   rdzv=(--nnodes="$SLURM_STEP_NUM_NODES" --rdzv-backend=c10d --rdzv-id="$SLURM_JOB_ID.${SLURM_RESTART_COUNT:-0}"
     --rdzv-endpoint="$head:$((29400 + SLURM_JOB_ID % 500))")
 fi
-exec torchrun "${rdzv[@]}" --nproc-per-node=2 --max-restarts=0 --no-python \
+exec torchrun "${rdzv[@]}" --nproc-per-node=2 --max-restarts=3 --no-python \
   bash -c '[ "$LOCAL_RANK" = 0 ] || exec >/dev/null; exec "$0" "$@"' "$(dirname "$0")/../../examples/loop.py" "$@"
