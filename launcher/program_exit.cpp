@@ -39,9 +39,16 @@ void Supervisor::on_runtime_pipe() {
 // between that closed it), what its workers said on the report socket.
 RuntimePipe::State Supervisor::runtime_state() const {
   const RuntimePipe::State pipe = pipe_.state();
-  if (pipe == RuntimePipe::State::up || pipe == RuntimePipe::State::closed) return pipe;
+  if (program_trains()) return pipe;
   const RuntimePipe::State workers = reports_.state();
   return workers == RuntimePipe::State::starting ? pipe : workers;
+}
+
+// The program's own runtime said up or closed on the pipe: it is the training process itself, not
+// a launcher of workers (torchrun) that closed the pipe before them.
+bool Supervisor::program_trains() const {
+  const RuntimePipe::State own = pipe_.state();
+  return own == RuntimePipe::State::up || own == RuntimePipe::State::closed;
 }
 
 // A worker that comes up while the program is paused (a pause that came before torchrun had
@@ -63,10 +70,7 @@ void Supervisor::read_reports() {
 // checkpoint is committed and their runtimes ignore SIGTERM by then, so torchrun's SIGTERM to
 // them (and its SIGKILL 30 s later) costs nothing; it stops restarting them, and ends.
 void Supervisor::stop_launcher_once_workers_exit() {
-  const RuntimePipe::State own = pipe_.state();
-  if (launcher_stopped_ || !(exit_sent_ || terminating_) || own == RuntimePipe::State::up ||
-      own == RuntimePipe::State::closed)
-    return;
+  if (launcher_stopped_ || !(exit_sent_ || terminating_) || program_trains()) return;
   const int up = reports_.up();
   if (up == 0 || reports_.exiting() < up) return;
   launcher_stopped_ = true;

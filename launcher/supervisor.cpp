@@ -210,8 +210,7 @@ bool Supervisor::on_signal() {
 // it stops its workers. A program whose own runtime said up or closed on the pipe is the training
 // process itself: no workers are looked for (the walk costs about 10 us per process on the node).
 void Supervisor::signal_program(int sig) {
-  const RuntimePipe::State own = pipe_.state();
-  const bool trains = own == RuntimePipe::State::up || own == RuntimePipe::State::closed;
+  const bool trains = program_trains();
   const bool exit = sig == SIGTERM || sig == exit_signal_, stop = sig == SIGINT || sig == SIGHUP || sig == SIGQUIT;
   std::vector<pid_t> workers;
   if (exit && !trains) workers = reports_.open_workers();

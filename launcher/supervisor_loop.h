@@ -65,6 +65,7 @@ class Supervisor {
   int poll_timeout_ms() const;
   void on_runtime_pipe();
   RuntimePipe::State runtime_state() const;
+  bool program_trains() const;
   void read_reports();
   void stop_launcher_once_workers_exit();
   void signal_program(int sig);

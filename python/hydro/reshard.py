@@ -183,16 +183,14 @@ def _pickled(planner, item, cache):
     """A non-tensor value as DCP's planner writes it (torch.save). `cache` (a dict kept from call to
     call, or None) holds the bytes of plain values by fqn and repr: they seldom change, and pickling
     a dozen of them each save was a third of an async save's stall."""
-    if cache is None:
-        return planner.resolve_data(item).getvalue()
-    value = planner.lookup_object(item.index)
-    if not _plain(value):
-        return planner.resolve_data(item).getvalue()
+    value = planner.lookup_object(item.index)  # what resolve_data() looks up, then transforms
+    if cache is None or not _plain(value):
+        return planner.transform_object(item, value).getvalue()
     key = (item.index.fqn, repr(value))
     if key not in cache:
         if len(cache) > 4096:  # values that keep changing (a schedule's lr): keep it bounded
             cache.clear()
-        cache[key] = planner.resolve_data(item).getvalue()
+        cache[key] = planner.transform_object(item, value).getvalue()
     return cache[key]
 
 

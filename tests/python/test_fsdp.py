@@ -56,6 +56,13 @@ def run(ranks, ck, extra=None, stop_at=None):
     return out
 
 
+def stopped_for_requeue(ranks, ck, extra=None):
+    """run() with SIGTERM at step STOP_AT: every rank checkpointed and exited for a requeue."""
+    stopped = run(ranks, ck, extra, stop_at=STOP_AT)
+    assert [s for s, _, _, _ in stopped] == [hydro.EXIT_REQUEUE] * ranks, [err for _, _, err, _ in stopped]
+    return stopped
+
+
 def digest_of(results):
     assert all(status == 0 for status, _, _, _ in results), [err for _, _, err, _ in results]
     digests = {d for _, d, _, _ in results}
@@ -93,8 +100,7 @@ def dcp_digest(step_dir):
 
 def test_each_rank_writes_its_own_shards_and_a_requeue_resumes_them_bit_for_bit(tmp_path, uninterrupted):
     ck = tmp_path / "ck"
-    stopped = run(2, ck, stop_at=STOP_AT)
-    assert [s for s, _, _, _ in stopped] == [hydro.EXIT_REQUEUE] * 2, [err for _, _, err, _ in stopped]
+    stopped = stopped_for_requeue(2, ck)
     step_dir = os.path.realpath(ck / "latest")
     with open(os.path.join(step_dir, "manifest.json")) as f:
         manifest = json.load(f)
@@ -112,8 +118,7 @@ def test_each_rank_writes_its_own_shards_and_a_requeue_resumes_them_bit_for_bit(
 # group, gathers the 2 ranks' chunks into one unsharded model and AdamW: the saved bits.
 def test_torch_distributed_checkpoint_loads_the_ranks_shards_without_hydro(tmp_path):
     ck = tmp_path / "ck"
-    stopped = run(2, ck, stop_at=STOP_AT)
-    assert [s for s, _, _, _ in stopped] == [hydro.EXIT_REQUEUE] * 2, [err for _, _, err, _ in stopped]
+    stopped = stopped_for_requeue(2, ck)
     step_dir = os.path.realpath(ck / "latest")
     with open(os.path.join(step_dir, "manifest.json")) as f:
         assert ".metadata" in {m["name"] for m in json.load(f)["files"]}
@@ -124,8 +129,7 @@ def test_torch_distributed_checkpoint_loads_the_ranks_shards_without_hydro(tmp_p
 # run on 1 rank ends with the 2 ranks' bits: a resume on another number of ranks must too.
 def test_two_ranks_shards_resume_on_one_rank_and_end_with_the_uninterrupted_bits(tmp_path, uninterrupted):
     ck = tmp_path / "ck"
-    stopped = run(2, ck, stop_at=STOP_AT)
-    assert [s for s, _, _, _ in stopped] == [hydro.EXIT_REQUEUE] * 2, [err for _, _, err, _ in stopped]
+    stopped = stopped_for_requeue(2, ck)
     saved = {d["saved"] for _, _, _, d in stopped}
     resumed = run(1, ck)
     assert "resharded: checkpoint of 2 ranks, this job has 1" in resumed[0][2], resumed[0][2]
@@ -137,8 +141,7 @@ def test_two_ranks_shards_resume_on_one_rank_and_end_with_the_uninterrupted_bits
 def four_ranks_checkpoint(tmp_path_factory):
     """A checkpoint of 4 ranks' shards (SIGTERM at step STOP_AT) and the digest of its saved state."""
     ck = tmp_path_factory.mktemp("four") / "ck"
-    stopped = run(4, ck, stop_at=STOP_AT)
-    assert [s for s, _, _, _ in stopped] == [hydro.EXIT_REQUEUE] * 4, [err for _, _, err, _ in stopped]
+    stopped = stopped_for_requeue(4, ck)
     saved = {d["saved"] for _, _, _, d in stopped}
     assert len(saved) == 1, saved
     return ck, saved.pop()
@@ -164,8 +167,7 @@ def test_four_ranks_shards_resume_on_fewer_ranks_with_the_saved_state(tmp_path, 
 def test_one_ranks_async_checkpoint_resumes_on_two_ranks(tmp_path, uninterrupted):
     ck = tmp_path / "ck"
     async_mode = {"HYDRO_CKPT_MODE": "async"}
-    stopped = run(1, ck, async_mode, stop_at=STOP_AT)
-    assert stopped[0][0] == hydro.EXIT_REQUEUE, stopped[0][2]
+    stopped = stopped_for_requeue(1, ck, async_mode)
     # The shards are copied into hydro's reused buffers: nothing falls back to torch.save on the
     # training thread.
     assert "serializing on the training thread" not in stopped[0][2], stopped[0][2]
@@ -183,8 +185,7 @@ def test_one_ranks_async_checkpoint_resumes_on_two_ranks(tmp_path, uninterrupted
 def test_async_mode_with_several_ranks_writes_each_ranks_shards_and_resumes_bit_for_bit(tmp_path, uninterrupted):
     ck = tmp_path / "ck"
     async_every_2 = {"HYDRO_CKPT_MODE": "async", "HYDRO_CKPT_EVERY": "2"}
-    stopped = run(2, ck, {**async_every_2, "HYDRO_ASYNC_COPY": "behind"}, stop_at=STOP_AT)
-    assert [s for s, _, _, _ in stopped] == [hydro.EXIT_REQUEUE] * 2, [err for _, _, err, _ in stopped]
+    stopped = stopped_for_requeue(2, ck, {**async_every_2, "HYDRO_ASYNC_COPY": "behind"})
     for _, _, err, _ in stopped:
         assert "serializing on the training thread" not in err, err
     assert "async checkpoint of step 2 committed" in stopped[0][2], stopped[0][2]
