@@ -3,13 +3,15 @@
 #   build          the main tier: torch 2.15.0 from PyPI in $venv (HYDRO_BUILD_DIR)
 #   oldest_build   the oldest tier: Debian 12's libtorch 1.13.1 and /usr/bin/python3
 #                  (HYDRO_OLDEST_BUILD_DIR)
-#   fuzz_build     the fuzz targets, built with clang (scripts/fuzz; HYDRO_FUZZ_BUILD_DIR)
+#   sanitize_build the sanitize tier, built with clang, AddressSanitizer and UBSan (scripts/fuzz
+#                  --build): the fuzz targets and the unit tests of the layers without libtorch
+#                  (HYDRO_SANITIZE_BUILD_DIR)
 #   venv           the virtual environment of the main tier, made by scripts/setup from
 #                  python/requirements.txt (HYDRO_VENV)
 hydro_top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${HYDRO_BUILD_DIR:-$hydro_top/build}
 oldest_build=${HYDRO_OLDEST_BUILD_DIR:-$hydro_top/build-oldest}
-fuzz_build=${HYDRO_FUZZ_BUILD_DIR:-$hydro_top/build-fuzz}
+sanitize_build=${HYDRO_SANITIZE_BUILD_DIR:-$hydro_top/build-sanitize}
 venv=${HYDRO_VENV:-$hydro_top/.venv}
 
 # build_python BUILD: the interpreter BUILD's Python binding is for (its HYDRO_PYTHON), which
