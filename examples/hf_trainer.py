@@ -33,6 +33,10 @@ def parse():
                    help="batches whose gradients add up to one optimizer step (default 1)")
     p.add_argument("--step-ms", type=int, default=0, help="sleep this long before each step (the weights do not change)")
     p.add_argument("--log-every", type=int, default=10, help="print the loss every N steps (default 10)")
+    p.add_argument("--stream", action="store_true",
+                   help="the sequences as an endless stream that keeps its place (state_dict/load_state_dict, as a "
+                        "streaming datasets.IterableDataset), read in the training process (no workers); prints the "
+                        "samples it gave at the end")
     p.add_argument("--eval-every", type=int, default=0,
                    help="evaluate on 64 other sequences every N steps (eval_strategy steps; its DataLoader draws "
                         "from torch's generator); 0 = never (default)")
@@ -60,6 +64,25 @@ class Sequences(torch.utils.data.Dataset):
 
     def __getitem__(self, i):
         return {"input_ids": self.ids[i], "labels": self.ids[i]}
+
+
+class Stream(torch.utils.data.IterableDataset):
+    """The sequences, over and over, as a stream with no length that keeps its place."""
+
+    def __init__(self, sequences):
+        self.sequences, self.position, self.given = sequences, 0, 0
+
+    def __iter__(self):
+        while True:
+            i, self.position = self.position, self.position + 1
+            self.given += 1
+            yield self.sequences[i % len(self.sequences)]
+
+    def state_dict(self):
+        return {"position": self.position}
+
+    def load_state_dict(self, state):
+        self.position = state["position"]
 
 
 class Report(TrainerCallback):
@@ -108,14 +131,16 @@ def main():
     ckpt = os.environ.get("HYDRO_CKPT_DIR", os.getcwd())
     args = TrainingArguments(
         output_dir=ckpt, max_steps=a.steps, per_device_train_batch_size=a.batch, learning_rate=a.lr,
-        gradient_accumulation_steps=a.accumulate, seed=a.seed, dataloader_num_workers=a.workers,
+        gradient_accumulation_steps=a.accumulate, seed=a.seed, dataloader_num_workers=0 if a.stream else a.workers,
         dataloader_drop_last=True, logging_steps=a.log_every, report_to="none", disable_tqdm=True,
         use_cpu=True, save_strategy="steps" if a.no_hydro else "no", save_steps=a.save_every,
         ddp_timeout=round(a.pg_timeout), eval_strategy="steps" if a.eval_every else "no", eval_steps=a.eval_every or None,
         per_device_eval_batch_size=a.batch)
     evaluation = Sequences(64, a.seed + 1) if a.eval_every else None
-    trainer = Trainer(model=model, args=args, train_dataset=Sequences(a.samples, a.seed), eval_dataset=evaluation,
-                      callbacks=[Report(a)])
+    data = Sequences(a.samples, a.seed)
+    if a.stream:
+        data = Stream(data)
+    trainer = Trainer(model=model, args=args, train_dataset=data, eval_dataset=evaluation, callbacks=[Report(a)])
     try:
         if a.no_hydro:
             resume = any(p.startswith("checkpoint-") for p in os.listdir(ckpt)) if os.path.isdir(ckpt) else False
@@ -124,6 +149,8 @@ def main():
             hydro.transformers.train(trainer)  # hydro: in place of trainer.train()
     except SystemExit as e:  # hydro's checkpoint-and-exit (75)
         end(ranks, e.code)
+    if a.stream:
+        print(f"stream: {data.given} samples given", flush=True)
     # One write: under srun the ranks' lines, written at the same moment, would run together.
     sys.stdout.write(f"weights_digest={digest(model)}\n")
     end(ranks, 0)

@@ -27,6 +27,14 @@ Randomness in the data pipeline (a collator's masking, augmentation in the DataL
 is drawn, on a resume mid-epoch, before the Trainer puts the generators back, as in the Trainer's
 own resume: bit-for-bit then needs a pipeline without it, or one seeded by the sample.
 
+A train dataset that is a stream keeping its place (an IterableDataset with no length whose
+state_dict() and load_state_dict() say and set where it is: a streaming datasets.IterableDataset,
+torchdata's Stateful), read in the training process (no DataLoader workers) of one rank, resumes
+in O(1): the checkpoint holds the stream's state after the last batch its steps trained on, the
+resumed run starts the stream there, and the Trainer skips nothing (ignore_data_skip for that
+run). Any other IterableDataset is skipped as the Trainer skips it: by reading every batch before
+the resumed step and dropping it.
+
 Several ranks (DistributedDataParallel: `torchrun`, or `srun -n N` with hydro.export_env() called
 before TrainingArguments): each rank writes its own copy of the state, with its own generators
 (`rng_state_R.pth`), and all commit together (HYDRO_CKPT_MODE sync_any or sync_all; async, where
@@ -34,6 +42,7 @@ rank 0 writes for every rank, would lose the other ranks' generators and is refu
 ranks must be hydro's: the same number, in the same order. A Trainer that shards its state (FSDP,
 DeepSpeed) is refused for now.
 """
+import collections
 import contextlib
 import copy
 import dataclasses
@@ -48,6 +57,7 @@ import torch
 from transformers import TrainerCallback
 from transformers.trainer import OPTIMIZER_NAME, SCALER_NAME, SCHEDULER_NAME, TRAINER_STATE_NAME
 from transformers.trainer_callback import ExportableState
+from transformers.trainer_utils import has_length
 from transformers.training_args import ParallelMode
 from transformers.utils import WEIGHTS_NAME
 
@@ -60,6 +70,7 @@ __all__ = ["train", "Hydro"]
 _FILES = {"model": WEIGHTS_NAME, "optimizer": OPTIMIZER_NAME, "scheduler": SCHEDULER_NAME, "scaler": SCALER_NAME,
           "rng_state": "rng_state.pth"}
 _STATE = "trainer_state"
+_STREAM = "stream"  # the place of a stream that keeps it (_Stream): hydro's alone, no file of the Trainer's
 
 
 def _trainer_file(name, args):
@@ -88,6 +99,16 @@ def _rng_state(trainer):
     return state
 
 
+def _set_rng_state(state):
+    """The generators put back from _rng_state's dict, as the Trainer's `_load_rng_state` does."""
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.random.set_rng_state(state["cpu"])
+    if "cuda" in state and torch.cuda.is_available():
+        cuda = state["cuda"]
+        (torch.cuda.random.set_rng_state_all if isinstance(cuda, list) else torch.cuda.random.set_rng_state)(cuda)
+
+
 def _trainer_state(trainer):
     """The Trainer's state as its `_save_checkpoint` writes it: with the stateful callbacks' and
     the control's state (on a copy: the Trainer's own is left as it is)."""
@@ -107,8 +128,9 @@ def _scaler(trainer):
     return getattr(getattr(trainer, "accelerator", None), "scaler", None)
 
 
-def _track(rt, trainer):
-    """Tracks each part of the Trainer's state; returns the files a resume finds, by part."""
+def _track(rt, trainer, stream):
+    """Tracks each part of the Trainer's state (and a stream's place); returns the files a resume
+    finds, by part."""
     parts = {"model": lambda: trainer.model.state_dict(),
              "optimizer": lambda: trainer.optimizer.state_dict(),
              "scheduler": lambda: trainer.lr_scheduler.state_dict(),
@@ -116,6 +138,8 @@ def _track(rt, trainer):
              _STATE: lambda: _trainer_state(trainer)}
     if _scaler(trainer) is not None:
         parts["scaler"] = lambda: _scaler(trainer).state_dict()
+    if stream is not None:
+        parts[_STREAM] = lambda: {"state": stream.state_at(trainer.state.global_step)}
     found = {}
     for name, state_dict in parts.items():
         rt.track(name, _Part(state_dict), on_resume=lambda path, name=name: found.__setitem__(name, path))
@@ -138,6 +162,83 @@ def _generators_kept():
         torch.random.set_rng_state(state[2])
         if cuda is not None:
             torch.cuda.random.set_rng_state_all(cuda)
+
+
+class _Stream(torch.utils.data.IterableDataset):
+    """The train dataset, when it is a stream that keeps its place (see help(hydro.transformers)),
+    as the Trainer reads it: it notes the stream's state after each batch it gives, since the
+    Trainer and accelerate read batches ahead of the step that trains on them."""
+
+    def __init__(self, dataset, batch, per_step):
+        self.dataset, self.batch, self.per_step = dataset, batch, per_step
+        self.states = collections.OrderedDict()  # samples given in this pass -> the state after them
+        self.keep = 2 * per_step + 8  # batches: a step's accumulation read ahead, and accelerate's one more
+        self.first_step = None  # the step this run started from (on_train_begin)
+        self.passes = 0
+        self.generators = None  # a resume's, put back at its first step's begin (Hydro.on_step_begin)
+
+    @classmethod
+    def of(cls, trainer):
+        """A _Stream over the Trainer's train dataset, or None with the reason it is skipped as the
+        Trainer skips it."""
+        data, args = trainer.train_dataset, trainer.args
+        if not isinstance(data, torch.utils.data.IterableDataset):
+            return None, None
+        if not all(callable(getattr(data, m, None)) for m in ("state_dict", "load_state_dict")):
+            return None, "it has no state_dict() and load_state_dict() to keep its place"
+        if has_length(data):
+            return None, "it has a length (the Trainer's epochs over it)"
+        if args.dataloader_num_workers > 0 or args.world_size > 1:
+            return None, "DataLoader workers or several ranks read it, not the training process alone"
+        return cls(data, args.train_batch_size, args.gradient_accumulation_steps), None
+
+    def __iter__(self):
+        self.passes += 1
+        self.states.clear()
+        self.states[0] = copy.deepcopy(self.dataset.state_dict())
+        for n, sample in enumerate(self.dataset, 1):
+            if n % self.batch == 0:
+                self.states[n] = copy.deepcopy(self.dataset.state_dict())
+                if len(self.states) > self.keep:
+                    self.states.popitem(last=False)
+            yield sample
+
+    def __getattr__(self, name):  # set_epoch and the like: the stream's own
+        if name == "dataset":  # not set yet (a copy being made)
+            raise AttributeError(name)
+        return getattr(self.dataset, name)
+
+    def state_at(self, step):
+        """The stream's state after the last batch of `step`; None where it is not known (a second
+        pass over a stream that ended, a step read further back than the states kept)."""
+        if self.passes != 1 or self.first_step is None:
+            return None
+        return self.states.get((step - self.first_step) * self.per_step * self.batch)
+
+
+@contextlib.contextmanager
+def _stream_placed(trainer, stream, found):
+    """With a checkpointed place of the stream: the stream starts there, and the Trainer skips no
+    batch for this run (ignore_data_skip, then back as it was)."""
+    path = found.pop(_STREAM, None)
+    state = _load(path)["state"] if path is not None and stream is not None else None
+    if state is None:
+        if path is not None:
+            _C.log("warning: the train dataset's place at the checkpoint is unknown: the Trainer reads and drops "
+                   "every batch before the resumed step")
+        yield
+        return
+    stream.dataset.load_state_dict(state)
+    # The Trainer puts them back before its DataLoader's iterator draws a seed from torch's, when it
+    # skips no batch; its own skip puts them back once the first step's batches are read: so here.
+    stream.generators = _load(found["rng_state"])
+    _C.log("the train stream starts where the checkpoint's steps left it: no batch is read again")
+    skip = trainer.args.ignore_data_skip
+    trainer.args.ignore_data_skip = True
+    try:
+        yield
+    finally:
+        trainer.args.ignore_data_skip = skip
 
 
 @contextlib.contextmanager
@@ -170,9 +271,13 @@ class Hydro(TrainerCallback):
     the metrics, the generators an evaluation drew from), as the Trainer's own checkpoint does, and
     the resumed run starts where the Trainer would."""
 
-    def __init__(self, runtime):
-        self._rt = runtime
+    def __init__(self, runtime, stream=None):
+        self._rt, self._stream = runtime, stream
         self._done = None  # the step the Trainer ended, whose step end is due
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if self._stream is not None:
+            self._stream.first_step = state.global_step
 
     def on_step_end(self, args, state, control, **kwargs):
         self._done = state.global_step
@@ -182,6 +287,9 @@ class Hydro(TrainerCallback):
 
     def on_step_begin(self, args, state, control, **kwargs):
         self._step_end()
+        if self._stream is not None and self._stream.generators is not None:
+            _set_rng_state(self._stream.generators)
+            self._stream.generators = None
 
     def on_train_end(self, args, state, control, **kwargs):
         self._step_end()
@@ -224,13 +332,21 @@ def train(trainer, **kwargs):
     _refuse_sharded(trainer)
     with Runtime() as rt:
         _check_ranks(rt, trainer.args)
-        found = _track(rt, trainer)
+        stream, why = _Stream.of(trainer)
+        if why is not None:
+            _C.log(f"the train dataset is an IterableDataset, and {why}: a resume reads and drops every batch before "
+                   "the resumed step, as the Trainer's own resume does")
+        found = _track(rt, trainer, stream)
         with _generators_kept():  # hydro's own restore of them is for loops that have no restore of their own
             rt.resume()
-        callback = Hydro(rt)
+        callback = Hydro(rt, stream)
         trainer.add_callback(callback)
+        dataset = trainer.train_dataset
         try:
-            with _resume_folder(found, trainer.args) as folder:
+            if stream is not None:
+                trainer.train_dataset = stream
+            with _stream_placed(trainer, stream, found), _resume_folder(found, trainer.args) as folder:
                 return trainer.train(resume_from_checkpoint=folder, **kwargs)
         finally:
+            trainer.train_dataset = dataset
             trainer.remove_callback(callback)

@@ -7,6 +7,7 @@
 # with its own dropout) as torchrun starts them; the ranks' store authenticates with MUNGE (ctest
 # starts munged first: FIXTURES_REQUIRED munge).
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -51,21 +52,39 @@ def test_sigterm_checkpoints_at_a_step_end_and_the_next_run_resumes_there_bit_fo
     assert digest(out) == reference
 
 
-def test_a_step_is_checkpointed_after_its_evaluation_which_the_resumed_run_does_not_repeat(python, tmp_path):
-    # An evaluation at every step: its DataLoader draws from torch's generator, so a checkpoint
-    # taken before it would resume with other dropout; and its metrics must be in the checkpoint.
-    evaluate = ["--eval-every", "1"]
-    rc, out = run(python, tmp_path / "ref", extra=evaluate)
+def uninterrupted_then_stopped_and_resumed(python, tmp_path, extra):
+    """A run never interrupted, then one stopped by SIGTERM near step 10 and run again, each with
+    `extra`: (the first's digest, the step checkpointed, the stopped run's output, the resumed's)."""
+    rc, out = run(python, tmp_path / "ref", extra=extra)
     assert rc == 0, out[-3000:]
     reference = digest(out)
     ck = tmp_path / "ck"
-    rc, out = run(python, ck, step_ms=30, until=10, signals=[signal.SIGTERM], extra=evaluate)
-    assert rc == hydro.EXIT_REQUEUE, out[-3000:]
+    rc, stopped = run(python, ck, step_ms=30, until=10, signals=[signal.SIGTERM], extra=extra)
+    assert rc == hydro.EXIT_REQUEUE, stopped[-3000:]
     step = int(sorted(p for p in os.listdir(ck) if p.startswith("step-"))[-1].split("-")[1])
-    assert f"evaluated at step {step}:" in out, out[-3000:]
-    rc, out = run(python, ck, extra=evaluate)
-    assert rc == 0, out[-3000:]
+    rc, resumed = run(python, ck, extra=extra)
+    assert rc == 0, resumed[-3000:]
+    return reference, step, stopped, resumed
+
+
+def test_a_step_is_checkpointed_after_its_evaluation_which_the_resumed_run_does_not_repeat(python, tmp_path):
+    # An evaluation at every step: its DataLoader draws from torch's generator, so a checkpoint
+    # taken before it would resume with other dropout; and its metrics must be in the checkpoint.
+    reference, step, stopped, out = uninterrupted_then_stopped_and_resumed(python, tmp_path, ["--eval-every", "1"])
+    assert f"evaluated at step {step}:" in stopped, stopped[-3000:]
     assert f"evaluated at step {step}:" not in out and f"evaluated at step {step + 1}:" in out, out[-3000:]
+    assert digest(out) == reference
+
+
+def test_a_stream_that_keeps_its_place_resumes_there_without_reading_a_batch_again(python, tmp_path):
+    # An endless IterableDataset with state_dict() and load_state_dict(), read in the training
+    # process: the Trainer's own resume reads and drops every batch before the resumed step; under
+    # hydro the stream starts at the checkpoint's place instead, and the weights end the same.
+    reference, step, _, out = uninterrupted_then_stopped_and_resumed(python, tmp_path, ["--stream"])
+    assert "the train stream starts where the checkpoint's steps left it" in out, out[-3000:]
+    given = int(re.search(r"^stream: (\d+) samples given$", out, re.M).group(1))
+    left, batch = (28 - step) * 2 * 16, 16  # ARGS: 28 steps of 2 batches of 16
+    assert left <= given <= left + 2 * batch, f"resumed at step {step}, the stream gave {given} samples for {left}"
     assert digest(out) == reference
 
 
