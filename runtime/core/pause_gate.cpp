@@ -32,8 +32,12 @@ long futex(std::atomic<uint32_t>* word, int op, uint32_t val) {
 }
 
 // Handler state: plain arrays, read by handlers without locks.
-std::atomic<int> g_action[NSIG];  // Action + 1; 0 = not ours
-struct sigaction g_previous[NSIG];
+std::atomic<int> g_action[NSIG];    // Action + 1; 0 = not ours
+struct sigaction g_previous[NSIG];  // written only before ours is installed
+// Set by ignore_from_now_on: the handler chains to nothing from then on, and stop() leaves the
+// signal ignored. A flag, not a write of g_previous: a handler running on another thread at that
+// moment would read a torn sigaction (a flag of the old one, a function of the new).
+std::atomic<bool> g_chain_off[NSIG];
 int g_pipe[2] = {-1, -1};
 std::thread* g_watcher = nullptr;
 std::mutex g_lifecycle;
@@ -52,6 +56,23 @@ long g_test_pause_delay_ns = 0;
 // Test hook (HYDRO_TEST_WATCHER_DELAY_MS, read at start()): the watcher sleeps this long before it
 // passes a pause signal on, so a test can see the training thread arm the pause itself.
 long g_test_watcher_delay_ms = 0;
+
+// A handler installed before ours (never SIG_DFL: that would stop or kill us).
+void chain_to_previous(int signo, siginfo_t* info, void* ucontext) {
+  const struct sigaction& prev = g_previous[signo];
+  if (prev.sa_flags & SA_SIGINFO) {
+    if (prev.sa_sigaction) prev.sa_sigaction(signo, info, ucontext);
+  } else if (prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN && prev.sa_handler) {
+    prev.sa_handler(signo);
+  }
+}
+
+struct sigaction ignored() {
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  return ignore;
+}
 
 void handler(int signo, siginfo_t* info, void* ucontext) {
   const int saved_errno = errno;
@@ -80,13 +101,7 @@ void handler(int signo, siginfo_t* info, void* ucontext) {
     (void)ignored;
   }
   g_handling.clear(std::memory_order_release);
-  // Chain to a handler installed before ours (never to SIG_DFL: that would stop or kill us).
-  const struct sigaction& prev = g_previous[signo];
-  if (prev.sa_flags & SA_SIGINFO) {
-    if (prev.sa_sigaction) prev.sa_sigaction(signo, info, ucontext);
-  } else if (prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN && prev.sa_handler) {
-    prev.sa_handler(signo);
-  }
+  if (!g_chain_off[signo].load(std::memory_order_acquire)) chain_to_previous(signo, info, ucontext);
   errno = saved_errno;
 }
 
@@ -206,17 +221,19 @@ Status SignalBridge::start(const SignalMap& map, Listener listener) {
   sigemptyset(&ours);
   for (const auto& entry : map.entries()) sigaddset(&ours, entry.first);
   for (const auto& [signo, action] : map.entries()) {
+    // What was there goes to g_previous before ours is in, for ours to chain to. Ours already
+    // (inherited by a forked child that now starts its own): chain to what came before it, never
+    // to ourselves.
+    struct sigaction previous {};
+    if (::sigaction(signo, nullptr, &previous) == 0 && !is_ours(previous)) g_previous[signo] = previous;
+    g_chain_off[signo].store(false);
     g_action[signo].store(static_cast<int>(action) + 1);
     const struct sigaction sa = our_action(ours);
-    struct sigaction previous {};
-    if (::sigaction(signo, &sa, &previous) != 0) {
+    if (::sigaction(signo, &sa, nullptr) != 0) {
       Status s = Status::from_errno(errno, "sigaction " + signal_name(signo));
       g_action[signo].store(0);
       return s;
     }
-    // Ours already (inherited by a forked child that now starts its own): chain to what came
-    // before it, never to ourselves.
-    if (!is_ours(previous)) g_previous[signo] = previous;
   }
   g_watcher = new std::thread(watch, std::move(listener));
   // A --hydro-pause=on job starts its processes with these blocked (SignalMap::
@@ -228,13 +245,12 @@ Status SignalBridge::start(const SignalMap& map, Listener listener) {
 void SignalBridge::ignore_from_now_on(int signo) {
   if (signo <= 0 || signo >= NSIG) return;
   std::lock_guard<std::mutex> lock(g_lifecycle);
-  struct sigaction ignore {};
-  ignore.sa_handler = SIG_IGN;
-  sigemptyset(&ignore.sa_mask);
-  if (g_watcher && g_action[signo].load() != 0)
-    g_previous[signo] = ignore;  // ours stays in until stop(), which then leaves it ignored
-  else
+  if (g_watcher && g_action[signo].load() != 0) {
+    g_chain_off[signo].store(true, std::memory_order_release);  // ours stays in until stop()
+  } else {
+    const struct sigaction ignore = ignored();
     ::sigaction(signo, &ignore, nullptr);
+  }
 }
 
 std::vector<int> SignalBridge::reclaim() {
@@ -264,7 +280,8 @@ void SignalBridge::stop() {
   if (!g_watcher) return;
   for (int signo = 1; signo < NSIG; ++signo) {
     if (g_action[signo].load() == 0) continue;
-    ::sigaction(signo, &g_previous[signo], nullptr);
+    const struct sigaction ignore = ignored();
+    ::sigaction(signo, g_chain_off[signo].load() ? &ignore : &g_previous[signo], nullptr);
     g_action[signo].store(0);
   }
   // Blocking for this one byte: a full pipe only means the watcher is behind, and it drains it.

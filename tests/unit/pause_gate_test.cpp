@@ -216,6 +216,43 @@ TEST_F(PauseGateTest, ChainsToAHandlerInstalledBeforeOurs) {
   ::sigaction(SIGUSR1, &old, nullptr);
 }
 
+// ignore_from_now_on (the exit checkpoint's, on the training thread) while our handler runs on
+// another thread and chains to the handler from before ours: that handler is called whole or not
+// at all, and never once ignore_from_now_on has returned; stop() then leaves the signal ignored.
+// Under ThreadSanitizer (scripts/sanitize thread) this reported a data race on the chained
+// sigaction, which ignore_from_now_on overwrote as handlers read it.
+TEST_F(PauseGateTest, IgnoringFromNowOnWhileAnotherThreadsHandlerChainsStopsTheChainWhole) {
+  struct sigaction sa {
+  }, old{};
+  sa.sa_handler = previous_handler;
+  sigemptyset(&sa.sa_mask);
+  ASSERT_EQ(::sigaction(SIGUSR2, &sa, &old), 0);
+  ASSERT_TRUE(SignalBridge::start(SignalMap::defaults(), nullptr).ok());
+  g_previous_calls = 0;
+  std::atomic<bool> sending{true};
+  std::atomic<long> raised{0};
+  std::thread sender([&] {
+    while (sending) {
+      ::raise(SIGUSR2);  // handled on this thread, before raise() returns
+      raised++;
+    }
+  });
+  ASSERT_TRUE(eventually([] { return g_previous_calls.load() > 100; }));
+  SignalBridge::ignore_from_now_on(SIGUSR2);
+  const long after = raised.load() + 2;  // one raise may have been inside its handler
+  ASSERT_TRUE(eventually([&] { return raised.load() > after; }));
+  const int calls = g_previous_calls.load();
+  ASSERT_TRUE(eventually([&] { return raised.load() > after + 1000; }));
+  sending = false;
+  sender.join();
+  EXPECT_EQ(g_previous_calls.load(), calls) << "chained after ignore_from_now_on returned";
+  SignalBridge::stop();
+  struct sigaction now {};
+  ::sigaction(SIGUSR2, nullptr, &now);
+  EXPECT_EQ(now.sa_handler, SIG_IGN) << "stop() leaves an ignored-from-now-on signal ignored";
+  ::sigaction(SIGUSR2, &old, nullptr);
+}
+
 std::atomic<int> g_newcomer_calls{0};
 void newcomer_handler(int) { g_newcomer_calls++; }
 
