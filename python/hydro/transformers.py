@@ -100,7 +100,8 @@ def _rng_state(trainer):
 
 
 def _set_rng_state(state):
-    """The generators put back from _rng_state's dict, as the Trainer's `_load_rng_state` does."""
+    """The generators put back from a dict of _rng_state's form (a list under "cuda": every
+    device's), as the Trainer's `_load_rng_state` does."""
     random.setstate(state["python"])
     np.random.set_state(state["numpy"])
     torch.random.set_rng_state(state["cpu"])
@@ -152,16 +153,13 @@ def _generators_kept():
     the epoch, and before that reads the global ones as its own run left them. Its sampler takes
     torch's initial seed when train() makes the DataLoader: a rank seeded apart (accelerate's
     set_seed(device_specific=True)) would otherwise shuffle with its saved seed, not the Trainer's."""
-    state = random.getstate(), np.random.get_state(), torch.random.get_rng_state()
-    cuda = torch.cuda.random.get_rng_state_all() if torch.cuda.is_initialized() else None
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "cpu": torch.random.get_rng_state()}
+    if torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.random.get_rng_state_all()
     try:
         yield
     finally:
-        random.setstate(state[0])
-        np.random.set_state(state[1])
-        torch.random.set_rng_state(state[2])
-        if cuda is not None:
-            torch.cuda.random.set_rng_state_all(cuda)
+        _set_rng_state(state)
 
 
 class _Stream(torch.utils.data.IterableDataset):

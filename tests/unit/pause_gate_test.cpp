@@ -199,11 +199,17 @@ TEST_F(PauseGateTest, PauseTwiceThenOneResumeReleases) {
 std::atomic<int> g_previous_calls{0};
 void previous_handler(int) { g_previous_calls++; }
 
-TEST_F(PauseGateTest, ChainsToAHandlerInstalledBeforeOurs) {
-  struct sigaction sa {
-  }, old{};
-  sa.sa_handler = previous_handler;
+// A plain handler's action (no flags, nothing blocked while it runs), set before or after ours.
+struct sigaction plain(void (*handler)(int)) {
+  struct sigaction sa {};
+  sa.sa_handler = handler;
   sigemptyset(&sa.sa_mask);
+  return sa;
+}
+
+TEST_F(PauseGateTest, ChainsToAHandlerInstalledBeforeOurs) {
+  const struct sigaction sa = plain(previous_handler);
+  struct sigaction old {};
   ASSERT_EQ(::sigaction(SIGUSR1, &sa, &old), 0);
   ASSERT_TRUE(SignalBridge::start(SignalMap::defaults(), nullptr).ok());
   ::raise(SIGUSR1);
@@ -222,10 +228,8 @@ TEST_F(PauseGateTest, ChainsToAHandlerInstalledBeforeOurs) {
 // Under ThreadSanitizer (scripts/sanitize thread) this reported a data race on the chained
 // sigaction, which ignore_from_now_on overwrote as handlers read it.
 TEST_F(PauseGateTest, IgnoringFromNowOnWhileAnotherThreadsHandlerChainsStopsTheChainWhole) {
-  struct sigaction sa {
-  }, old{};
-  sa.sa_handler = previous_handler;
-  sigemptyset(&sa.sa_mask);
+  const struct sigaction sa = plain(previous_handler);
+  struct sigaction old {};
   ASSERT_EQ(::sigaction(SIGUSR2, &sa, &old), 0);
   ASSERT_TRUE(SignalBridge::start(SignalMap::defaults(), nullptr).ok());
   g_previous_calls = 0;
@@ -260,16 +264,14 @@ void newcomer_handler(int) { g_newcomer_calls++; }
 // fit starts): reclaim() puts hydro's back, which chains to what was there before hydro, not to
 // the newcomer; signals whose handler nobody replaced are left as they are.
 TEST_F(PauseGateTest, ReclaimTakesBackAReplacedHandlerAndLeavesTheNewcomerOut) {
-  struct sigaction sa {
-  }, before{}, old_usr1{};
-  sa.sa_handler = previous_handler;
-  sigemptyset(&sa.sa_mask);
-  ASSERT_EQ(::sigaction(SIGUSR1, &sa, &old_usr1), 0);
+  const struct sigaction previous = plain(previous_handler), newcomer = plain(newcomer_handler);
+  struct sigaction before {
+  }, old_usr1{};
+  ASSERT_EQ(::sigaction(SIGUSR1, &previous, &old_usr1), 0);
   EXPECT_TRUE(SignalBridge::reclaim().empty()) << "not started: nothing to take back";
   ASSERT_TRUE(SignalBridge::start(SignalMap::defaults(), nullptr).ok());
-  sa.sa_handler = newcomer_handler;
-  ASSERT_EQ(::sigaction(SIGTERM, &sa, &before), 0);
-  ASSERT_EQ(::sigaction(SIGUSR1, &sa, nullptr), 0);
+  ASSERT_EQ(::sigaction(SIGTERM, &newcomer, &before), 0);
+  ASSERT_EQ(::sigaction(SIGUSR1, &newcomer, nullptr), 0);
   const std::vector<int> taken = SignalBridge::reclaim();
   EXPECT_EQ(taken, (std::vector<int>{SIGUSR1, SIGTERM}));
   EXPECT_TRUE(SignalBridge::reclaim().empty()) << "taken back once";
