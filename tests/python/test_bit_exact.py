@@ -15,7 +15,14 @@ STEPS = 48  # train_cnn.py: 3 epochs of 16 batches
 
 
 def attempt(python, env, digest, stop_at=None, pause_at=None):
-    """Runs the script once; SIGTERM to its group after step `stop_at`. Returns (status, last step)."""
+    """Runs the script once; SIGTERM to its group after step `stop_at`. Returns (status, last step).
+    The signal lands in one of the 3 steps after `stop_at`, as this process reads the output: the
+    script holds at the third until the signal is sent (TRAIN_CNN_HOLD)."""
+    sent_flag = os.path.join(os.path.dirname(digest), "signal-sent")
+    if stop_at is not None:
+        env = dict(env, TRAIN_CNN_HOLD=f"{sent_flag}:{min(stop_at + 3, STEPS - 1)}")
+        if os.path.exists(sent_flag):
+            os.unlink(sent_flag)
     p = subprocess.Popen([python, SCRIPT, digest], env=env, stdout=subprocess.PIPE, text=True,
                          start_new_session=True)
     last, sent = 0, False
@@ -29,6 +36,7 @@ def attempt(python, env, digest, stop_at=None, pause_at=None):
             if stop_at is not None and last >= stop_at and not sent:
                 os.killpg(p.pid, signal.SIGTERM)
                 sent = True
+                open(sent_flag, "w").close()
     status = p.wait(timeout=300)
     gone_by = time.monotonic() + 60
     while time.monotonic() < gone_by:  # no worker outlives its parent

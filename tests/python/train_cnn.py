@@ -1,10 +1,14 @@
 """A small CNN trained under hydro, for the bit-for-bit resume test: BatchNorm and Dropout, AdamW
 and an LR scheduler, and augmentation that draws from Python's random, numpy and torch inside two
 DataLoader workers. Prints "step N" after each step; on SIGTERM checkpoints and exits 75; at the
-end writes the SHA-256 of every weight and buffer to argv[1]."""
+end writes the SHA-256 of every weight and buffer to argv[1]. With TRAIN_CNN_HOLD=FILE:K, it goes
+past step K only once FILE exists (the test makes it once its signal is sent: however busy the
+machine, the run cannot finish before the signal lands)."""
 import hashlib
+import os
 import random
 import sys
+import time
 
 import numpy as np
 import torch
@@ -33,6 +37,14 @@ class Images(torch.utils.data.Dataset):
         return x, self.y[i]
 
 
+def hold_if_asked(step):
+    """Waits at step K, before its step end, until FILE exists (TRAIN_CNN_HOLD=FILE:K)."""
+    flag, _, at = os.environ.get("TRAIN_CNN_HOLD", "").rpartition(":")
+    if flag and step == int(at):
+        while not os.path.exists(flag):
+            time.sleep(0.01)
+
+
 def main(out):
     torch.set_num_threads(1)
     torch.manual_seed(1234)
@@ -59,6 +71,7 @@ def main(out):
             sched.step()
             step += 1
             print(f"step {step}", flush=True)
+            hold_if_asked(step)
             if not rt.step_end(step):                      # hydro
                 sys.exit(hydro.EXIT_REQUEUE)
     h = hashlib.sha256()
