@@ -10,6 +10,7 @@ over Gloo, each on its share of every batch (the lines marked "ranks")."""
 import argparse
 import ctypes
 import hashlib
+import multiprocessing
 import os
 import sys
 import time
@@ -35,8 +36,8 @@ def parse():
     p.add_argument("--log-every", type=int, default=10, help="print the loss every N steps (default 10)")
     p.add_argument("--stream", action="store_true",
                    help="the sequences as an endless stream that keeps its place (state_dict/load_state_dict, as a "
-                        "streaming datasets.IterableDataset), read in the training process (no workers); prints the "
-                        "samples it gave at the end")
+                        "streaming datasets.IterableDataset), each DataLoader worker its share (--workers 0: read in "
+                        "the training process); prints the samples it gave at the end")
     p.add_argument("--eval-every", type=int, default=0,
                    help="evaluate on 64 other sequences every N steps (eval_strategy steps; its DataLoader draws "
                         "from torch's generator); 0 = never (default)")
@@ -67,15 +68,22 @@ class Sequences(torch.utils.data.Dataset):
 
 
 class Stream(torch.utils.data.IterableDataset):
-    """The sequences, over and over, as a stream with no length that keeps its place."""
+    """The sequences, over and over, as a stream with no length that keeps its place. Read by W
+    DataLoader workers, worker w gives the samples w, w + W, w + 2W... and keeps its own place."""
 
     def __init__(self, sequences):
-        self.sequences, self.position, self.given = sequences, 0, 0
+        self.sequences, self.position = sequences, None
+        self.given = multiprocessing.Value("q", 0)  # samples given, by every worker
 
     def __iter__(self):
+        worker = torch.utils.data.get_worker_info()
+        w, n = (worker.id, worker.num_workers) if worker else (0, 1)
+        if self.position is None:
+            self.position = w
         while True:
-            i, self.position = self.position, self.position + 1
-            self.given += 1
+            i, self.position = self.position, self.position + n
+            with self.given.get_lock():
+                self.given.value += 1
             yield self.sequences[i % len(self.sequences)]
 
     def state_dict(self):
@@ -131,7 +139,7 @@ def main():
     ckpt = os.environ.get("HYDRO_CKPT_DIR", os.getcwd())
     args = TrainingArguments(
         output_dir=ckpt, max_steps=a.steps, per_device_train_batch_size=a.batch, learning_rate=a.lr,
-        gradient_accumulation_steps=a.accumulate, seed=a.seed, dataloader_num_workers=0 if a.stream else a.workers,
+        gradient_accumulation_steps=a.accumulate, seed=a.seed, dataloader_num_workers=a.workers,
         dataloader_drop_last=True, logging_steps=a.log_every, report_to="none", disable_tqdm=True,
         use_cpu=True, save_strategy="steps" if a.no_hydro else "no", save_steps=a.save_every,
         ddp_timeout=round(a.pg_timeout), eval_strategy="steps" if a.eval_every else "no", eval_steps=a.eval_every or None,
@@ -150,7 +158,7 @@ def main():
     except SystemExit as e:  # hydro's checkpoint-and-exit (75)
         end(ranks, e.code)
     if a.stream:
-        print(f"stream: {data.given} samples given", flush=True)
+        print(f"stream: {data.given.value} samples given", flush=True)
     # One write: under srun the ranks' lines, written at the same moment, would run together.
     sys.stdout.write(f"weights_digest={digest(model)}\n")
     end(ranks, 0)

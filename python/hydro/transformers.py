@@ -29,11 +29,13 @@ own resume: bit-for-bit then needs a pipeline without it, or one seeded by the s
 
 A train dataset that is a stream keeping its place (an IterableDataset with no length whose
 state_dict() and load_state_dict() say and set where it is: a streaming datasets.IterableDataset,
-torchdata's Stateful), read in the training process (no DataLoader workers) of one rank, resumes
-in O(1): the checkpoint holds the stream's state after the last batch its steps trained on, the
-resumed run starts the stream there, and the Trainer skips nothing (ignore_data_skip for that
-run). Any other IterableDataset is skipped as the Trainer skips it: by reading every batch before
-the resumed step and dropping it.
+torchdata's Stateful) resumes in O(1): the checkpoint holds the stream's state after the last
+batch its steps trained on, the resumed run starts the stream there, and the Trainer skips nothing
+(ignore_data_skip for that run). Read by DataLoader workers, each worker's copy of the stream has a
+place of its own: hydro then has accelerate read it through torchdata's StatefulDataLoader for the
+run (use_stateful_dataloader), which keeps them all (torchdata must be installed). Any other
+IterableDataset, or one read by several ranks, is skipped as the Trainer skips it: by reading every
+batch before the resumed step and dropping it.
 
 Several ranks (DistributedDataParallel: `torchrun`, or `srun -n N` with hydro.export_env() called
 before TrainingArguments): each rank writes its own copy of the state, with its own generators
@@ -42,7 +44,6 @@ rank 0 writes for every rank, would lose the other ranks' generators and is refu
 ranks must be hydro's: the same number, in the same order. A Trainer that shards its state (FSDP,
 DeepSpeed) is refused for now.
 """
-import collections
 import contextlib
 import copy
 import dataclasses
@@ -57,11 +58,10 @@ import torch
 from transformers import TrainerCallback
 from transformers.trainer import OPTIMIZER_NAME, SCALER_NAME, SCHEDULER_NAME, TRAINER_STATE_NAME
 from transformers.trainer_callback import ExportableState
-from transformers.trainer_utils import has_length
 from transformers.training_args import ParallelMode
 from transformers.utils import WEIGHTS_NAME
 
-from . import _C
+from . import _C, _stream
 from .runtime import Runtime, _load
 
 __all__ = ["train", "Hydro"]
@@ -70,7 +70,7 @@ __all__ = ["train", "Hydro"]
 _FILES = {"model": WEIGHTS_NAME, "optimizer": OPTIMIZER_NAME, "scheduler": SCHEDULER_NAME, "scaler": SCALER_NAME,
           "rng_state": "rng_state.pth"}
 _STATE = "trainer_state"
-_STREAM = "stream"  # the place of a stream that keeps it (_Stream): hydro's alone, no file of the Trainer's
+_STREAM = "stream"  # the place of a stream that keeps it (_stream): hydro's alone, no file of the Trainer's
 
 
 def _trainer_file(name, args):
@@ -162,58 +162,6 @@ def _generators_kept():
         _set_rng_state(state)
 
 
-class _Stream(torch.utils.data.IterableDataset):
-    """The train dataset, when it is a stream that keeps its place (see help(hydro.transformers)),
-    as the Trainer reads it: it notes the stream's state after each batch it gives, since the
-    Trainer and accelerate read batches ahead of the step that trains on them."""
-
-    def __init__(self, dataset, batch, per_step):
-        self.dataset, self.batch, self.per_step = dataset, batch, per_step
-        self.states = collections.OrderedDict()  # samples given in this pass -> the state after them
-        self.keep = 2 * per_step + 8  # batches: a step's accumulation read ahead, and accelerate's one more
-        self.first_step = None  # the step this run started from (on_train_begin)
-        self.passes = 0
-        self.generators = None  # a resume's, put back at its first step's begin (Hydro.on_step_begin)
-
-    @classmethod
-    def of(cls, trainer):
-        """A _Stream over the Trainer's train dataset, or None with the reason it is skipped as the
-        Trainer skips it."""
-        data, args = trainer.train_dataset, trainer.args
-        if not isinstance(data, torch.utils.data.IterableDataset):
-            return None, None
-        if not all(callable(getattr(data, m, None)) for m in ("state_dict", "load_state_dict")):
-            return None, "it has no state_dict() and load_state_dict() to keep its place"
-        if has_length(data):
-            return None, "it has a length (the Trainer's epochs over it)"
-        if args.dataloader_num_workers > 0 or args.world_size > 1:
-            return None, "DataLoader workers or several ranks read it, not the training process alone"
-        return cls(data, args.train_batch_size, args.gradient_accumulation_steps), None
-
-    def __iter__(self):
-        self.passes += 1
-        self.states.clear()
-        self.states[0] = copy.deepcopy(self.dataset.state_dict())
-        for n, sample in enumerate(self.dataset, 1):
-            if n % self.batch == 0:
-                self.states[n] = copy.deepcopy(self.dataset.state_dict())
-                if len(self.states) > self.keep:
-                    self.states.popitem(last=False)
-            yield sample
-
-    def __getattr__(self, name):  # set_epoch and the like: the stream's own
-        if name == "dataset":  # not set yet (a copy being made)
-            raise AttributeError(name)
-        return getattr(self.dataset, name)
-
-    def state_at(self, step):
-        """The stream's state after the last batch of `step`; None where it is not known (a second
-        pass over a stream that ended, a step read further back than the states kept)."""
-        if self.passes != 1 or self.first_step is None:
-            return None
-        return self.states.get((step - self.first_step) * self.per_step * self.batch)
-
-
 @contextlib.contextmanager
 def _stream_placed(trainer, stream, found):
     """With a checkpointed place of the stream: the stream starts there, and the Trainer skips no
@@ -226,7 +174,7 @@ def _stream_placed(trainer, stream, found):
                    "every batch before the resumed step")
         yield
         return
-    stream.dataset.load_state_dict(state)
+    stream.place(state)
     # The Trainer puts them back before its DataLoader's iterator draws a seed from torch's, when it
     # skips no batch; its own skip puts them back once the first step's batches are read: so here.
     stream.generators = _load(found["rng_state"])
@@ -273,12 +221,14 @@ class Hydro(TrainerCallback):
         self._rt, self._stream = runtime, stream
         self._done = None  # the step the Trainer ended, whose step end is due
 
-    def on_train_begin(self, args, state, control, **kwargs):
+    def on_train_begin(self, args, state, control, train_dataloader=None, **kwargs):
         if self._stream is not None:
-            self._stream.first_step = state.global_step
+            self._stream.train_begin(state.global_step, train_dataloader)
 
-    def on_step_end(self, args, state, control, **kwargs):
+    def on_step_end(self, args, state, control, train_dataloader=None, **kwargs):
         self._done = state.global_step
+        if self._stream is not None:
+            self._stream.step_end(state.global_step, train_dataloader)
 
     def on_epoch_begin(self, args, state, control, **kwargs):
         self._step_end()
@@ -330,7 +280,7 @@ def train(trainer, **kwargs):
     _refuse_sharded(trainer)
     with Runtime() as rt:
         _check_ranks(rt, trainer.args)
-        stream, why = _Stream.of(trainer)
+        stream, why = _stream.keeper(trainer)
         if why is not None:
             _C.log(f"the train dataset is an IterableDataset, and {why}: a resume reads and drops every batch before "
                    "the resumed step, as the Trainer's own resume does")
@@ -339,12 +289,9 @@ def train(trainer, **kwargs):
             rt.resume()
         callback = Hydro(rt, stream)
         trainer.add_callback(callback)
-        dataset = trainer.train_dataset
         try:
-            if stream is not None:
-                trainer.train_dataset = stream
-            with _stream_placed(trainer, stream, found), _resume_folder(found, trainer.args) as folder:
+            with _stream.reading(trainer, stream), _stream_placed(trainer, stream, found), \
+                    _resume_folder(found, trainer.args) as folder:
                 return trainer.train(resume_from_checkpoint=folder, **kwargs)
         finally:
-            trainer.train_dataset = dataset
             trainer.remove_callback(callback)

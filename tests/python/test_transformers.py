@@ -76,16 +76,31 @@ def test_a_step_is_checkpointed_after_its_evaluation_which_the_resumed_run_does_
     assert digest(out) == reference
 
 
-def test_a_stream_that_keeps_its_place_resumes_there_without_reading_a_batch_again(python, tmp_path):
-    # An endless IterableDataset with state_dict() and load_state_dict(), read in the training
-    # process: the Trainer's own resume reads and drops every batch before the resumed step; under
-    # hydro the stream starts at the checkpoint's place instead, and the weights end the same.
-    reference, step, _, out = uninterrupted_then_stopped_and_resumed(python, tmp_path, ["--stream"])
+def a_stream_resumes_at_its_place(python, tmp_path, workers, ahead):
+    """An endless IterableDataset with state_dict() and load_state_dict(), read by `workers`
+    DataLoader workers (0: the training process): the Trainer's own resume reads and drops every
+    batch before the resumed step; under hydro the stream starts at the checkpoint's place instead,
+    giving only the batches left and the `ahead` that the readers read ahead, and the weights end
+    the same."""
+    extra = ["--stream", "--workers", str(workers)]
+    reference, step, _, out = uninterrupted_then_stopped_and_resumed(python, tmp_path, extra)
     assert "the train stream starts where the checkpoint's steps left it" in out, out[-3000:]
     given = int(re.search(r"^stream: (\d+) samples given$", out, re.M).group(1))
     left, batch = (28 - step) * 2 * 16, 16  # ARGS: 28 steps of 2 batches of 16
-    assert left <= given <= left + 2 * batch, f"resumed at step {step}, the stream gave {given} samples for {left}"
+    assert left <= given <= left + ahead * batch, f"resumed at step {step}, the stream gave {given} samples for {left}"
     assert digest(out) == reference
+
+
+def test_a_stream_that_keeps_its_place_resumes_there_without_reading_a_batch_again(python, tmp_path):
+    a_stream_resumes_at_its_place(python, tmp_path, workers=0, ahead=2)  # accelerate's batch ahead, and one
+
+
+def test_a_stream_read_by_dataloader_workers_resumes_at_each_workers_place(python, tmp_path):
+    # torchdata's StatefulDataLoader (hydro turns accelerate's use_stateful_dataloader on) keeps
+    # each worker's place, and whose batch is next. Each of the 2 workers reads 2 batches ahead (its
+    # prefetch), and on a resume reads again the few since torchdata's last snapshot of its place
+    # (at most 2 here: 9 batches in all were measured), however far into the stream the step is.
+    a_stream_resumes_at_its_place(python, tmp_path, workers=2, ahead=2 + 2 * (2 + 2))
 
 
 def test_a_pause_at_an_operator_and_its_resume_change_nothing(python, tmp_path, reference):
