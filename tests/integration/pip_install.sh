@@ -13,8 +13,7 @@ trap 'rm -rf "$work"' EXIT
 pip_dir=${HYDRO_TEST_PIP_DIR:-}
 if [ -n "$pip_dir" ]; then
   note "the venv of pip_venv.sh, run by scripts/test beside the main tier's tests, in $pip_dir"
-  for ((i = 0; i < 2400; i++)); do [ -f "$pip_dir/rc" ] && break; sleep 1; done
-  [ -f "$pip_dir/rc" ] || fail "pip_venv.sh has not finished in $pip_dir after 40 minutes"
+  wait_for "$pip_dir/rc" '^[0-9]+$' 2400  # its exit status, written last
 else
   pip_dir=$work
   "$(dirname "$0")/pip_venv.sh" "$pip_dir"

@@ -22,5 +22,6 @@ make_venv() {
   (cd "$dir" && "${pip[@]}" install "$top") || { echo "pip install $top failed"; return 1; }
 }
 make_venv >"$dir/pip.log" 2>&1
-echo $? >"$dir/rc.tmp" && mv "$dir/rc.tmp" "$dir/rc"
-exit "$(cat "$dir/rc")"
+rc=$?
+echo "$rc" >"$dir/rc.tmp" && mv "$dir/rc.tmp" "$dir/rc"
+exit "$rc"

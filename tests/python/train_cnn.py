@@ -37,15 +37,15 @@ class Images(torch.utils.data.Dataset):
         return x, self.y[i]
 
 
-def hold_if_asked(step):
-    """Waits at step K, before its step end, until FILE exists (TRAIN_CNN_HOLD=FILE:K)."""
-    flag, _, at = os.environ.get("TRAIN_CNN_HOLD", "").rpartition(":")
-    if flag and step == int(at):
-        while not os.path.exists(flag):
-            time.sleep(0.01)
+def hold(flag):
+    """Waits until the file `flag` exists."""
+    while not os.path.exists(flag):
+        time.sleep(0.01)
 
 
 def main(out):
+    flag, _, at = os.environ.get("TRAIN_CNN_HOLD", "").rpartition(":")
+    hold_at = int(at) if flag else None
     torch.set_num_threads(1)
     torch.manual_seed(1234)
     random.seed(1234)
@@ -71,7 +71,8 @@ def main(out):
             sched.step()
             step += 1
             print(f"step {step}", flush=True)
-            hold_if_asked(step)
+            if step == hold_at:  # before its step end, until the test's signal is sent
+                hold(flag)
             if not rt.step_end(step):                      # hydro
                 sys.exit(hydro.EXIT_REQUEUE)
     h = hashlib.sha256()
