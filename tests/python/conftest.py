@@ -2,6 +2,7 @@
 # build's python/ directory (tests/CMakeLists.txt). A missing part (the binding, torch, numpy)
 # fails the import, so the test fails; nothing here skips.
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -21,10 +22,26 @@ def wait_for(what, timeout=60, poll=0.001):
 
 
 def free_port():
-    """A TCP port free on 127.0.0.1 now: for a rendezvous of ranks that the test starts."""
+    """A MASTER_PORT for a rendezvous of ranks that the test starts, free now with the two after it
+    (hydro's ranks' store and restart group take MASTER_PORT + 1 and + 2). All three lie in
+    10000-19999: below the kernel's ephemeral range, where a connection's local port (gloo's, another
+    test's) could take one between this check and the ranks' bind, and below the ports hydro derives
+    for Slurm jobs (20000 on). The pick is random, so tests running side by side do not pick the same."""
+    rng = random.SystemRandom()
+    for _ in range(1000):
+        port = rng.randrange(10000, 19998)
+        if all(bindable(p) for p in range(port, port + 3)):
+            return port
+    raise AssertionError("no three free TCP ports side by side in 10000-19999")
+
+
+def bindable(port):
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        try:
+            s.bind(("", port))
+        except OSError:
+            return False
+    return True
 
 
 def hydro_env(extra=None):

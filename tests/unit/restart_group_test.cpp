@@ -10,6 +10,7 @@
 
 #include <fstream>
 #include <iterator>
+#include <random>
 
 #include "fault_fs.h"
 #include "spawn_launcher.h"
@@ -22,17 +23,29 @@ std::string slurp(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(f), {});
 }
 
-// A MASTER_PORT whose port + 2 (the restart group's) was free a moment ago.
-int master_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+bool bindable(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
   ::close(fd);
-  return ntohs(a.sin_port) - 2;
+  return ok;
+}
+
+// A MASTER_PORT whose port + 2 (the restart group's) is free now. Picked at random in 10000-19999,
+// below the kernel's ephemeral range (where a connection's local port could take it before the
+// launchers bind) and below the ports hydro derives for Slurm jobs; as tests/python/conftest.py's
+// free_port.
+int master_port() {
+  std::random_device rd;
+  std::uniform_int_distribution<int> pick(10000, 19997);
+  for (int i = 0; i < 1000; ++i) {
+    const int port = pick(rd);
+    if (bindable(port + 2)) return port;
+  }
+  ADD_FAILURE() << "no free TCP port in 10002-19999";
+  return 0;
 }
 
 std::vector<std::string> task_env(int rank, int port) {
