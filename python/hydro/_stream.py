@@ -8,7 +8,10 @@ Stateful). Its place after a step is then kept by one of two keepers:
 - InLoader, where DataLoader workers read it: torchdata's StatefulDataLoader, which
   accelerate uses when its DataLoaderConfiguration says use_stateful_dataloader (hydro turns it on
   for the run), holds each worker's state of the stream, and the loader's state is noted after each
-  optimizer step.
+  optimizer step;
+- InDispatcher, where several ranks train and rank 0 reads the stream for them all (accelerate's
+  DataLoaderDispatcher, its default for a stream), through the same StatefulDataLoader: rank 0 notes
+  the loader's state before each batch it draws, and a resume starts every rank at rank 0's.
 """
 import collections
 import contextlib
@@ -67,6 +70,10 @@ class InProcess(torch.utils.data.IterableDataset):
             return None
         return self.states.get((step - self.first_step) * self.per_step * self.batch)
 
+    def agreed(self, state):
+        """The checkpoint's state as this rank resumes from it (one rank here: its own)."""
+        return state
+
 
 class InLoader:
     """The StatefulDataLoader's state (the stream's in each worker, and which worker gives the next
@@ -100,6 +107,59 @@ class InLoader:
     def state_at(self, step):
         return self.states.get(step)
 
+    def agreed(self, state):
+        return state
+
+
+class InDispatcher(InLoader):
+    """Several ranks, rank 0 reading the stream for all: accelerate's DataLoaderDispatcher draws,
+    for each step's batch, a batch for each rank (one, split, with split_batches) and concatenates
+    them. Its own note of the loader's state (state_dict()) is taken before the last draw of the
+    next batch, which it reads ahead: not the place after a step. hydro notes the loader's state
+    before every draw instead, by the draws since this run began, through accelerate's hook for that
+    note (adjust_state_dict_for_prefetch), and keeps the one after each step's last draw."""
+
+    def __init__(self, dataset, args):
+        super().__init__(dataset)
+        self.rank, self.ranks, self.per_step = args.process_index, args.world_size, args.gradient_accumulation_steps
+        self.draws = None  # this run's first pass: draws so far -> the loader's state before the next
+        self.drawn = self.draws_per_step = self.first_step = self.first_pass = None
+
+    def train_begin(self, step, dataloader):
+        from accelerate.data_loader import DataLoaderDispatcher
+        if not issubclass(type(dataloader), DataLoaderDispatcher):  # keeper() chose this for accelerate's default
+            raise RuntimeError(f"hydro: the train stream is read through a {type(dataloader).__name__}, not accelerate's "
+                               "DataLoaderDispatcher: hydro cannot keep its place on several ranks")
+        if self.rank == 0:  # the other ranks' loaders draw nothing
+            super().train_begin(step, dataloader)
+        self.pending = None
+        self.draws, self.drawn, self.first_step, self.first_pass = collections.OrderedDict(), 0, step, dataloader.iteration
+        self.draws_per_step = self.per_step * (1 if dataloader.split_batches else self.ranks)
+        dataloader.adjust_state_dict_for_prefetch = lambda: self.noted(dataloader)
+
+    def noted(self, dataloader):
+        """Called by the dispatcher before each draw on rank 0 (and once more at the stream's end)."""
+        if self.draws is None or dataloader.iteration != self.first_pass or dataloader.end_of_dataloader:
+            self.draws = None  # a later pass, or the end of this one: its places are not kept
+            return
+        self.draws[self.drawn] = copy.deepcopy(dataloader.dl_state_dict)
+        self.drawn += 1
+        if len(self.draws) > 2 * self.draws_per_step + self.ranks + 8:  # a step's draws, and the batch read ahead
+            self.draws.popitem(last=False)
+
+    def step_end(self, step, dataloader):
+        pass
+
+    def state_at(self, step):
+        if self.rank != 0 or self.draws is None:
+            return None
+        return self.draws.get((step - self.first_step) * self.draws_per_step)
+
+    def agreed(self, state):
+        """Rank 0's state on every rank: a resume starts every rank at the same place, or none."""
+        from accelerate.utils import broadcast_object_list
+        return broadcast_object_list([state])[0]
+
 
 def keeper(trainer):
     """(the keeper of the train stream's place, None), or (None, why a resume reads and drops every
@@ -111,25 +171,29 @@ def keeper(trainer):
         return None, "it has no state_dict() and load_state_dict() to keep its place"
     if has_length(data):
         return None, "it has a length (the Trainer's epochs over it)"
-    if args.world_size > 1:
-        return None, "several ranks read it (hydro keeps a stream's place on one rank only, for now)"
-    if args.dataloader_num_workers == 0:
+    if args.world_size > 1 and trainer.accelerator.dataloader_config.dispatch_batches is False:
+        return None, ("each rank reads its own copy (dispatch_batches=False); hydro keeps the place of a stream that "
+                      "rank 0 reads for every rank, accelerate's default")
+    if args.world_size == 1 and args.dataloader_num_workers == 0:
         return InProcess(data, args.train_batch_size, args.gradient_accumulation_steps), None
     if importlib.util.find_spec("torchdata") is None:
-        return None, "DataLoader workers read it, whose places only torchdata's StatefulDataLoader keeps: pip install torchdata"
+        readers = "rank 0 reads it for several ranks" if args.world_size > 1 else "DataLoader workers read it"
+        return None, f"{readers}, whose place only torchdata's StatefulDataLoader keeps: pip install torchdata"
+    if args.world_size > 1:
+        return InDispatcher(data, args), None
     return InLoader(data), None
 
 
 @contextlib.contextmanager
 def reading(trainer, keeper):
     """The Trainer reads its train stream through `keeper` for the run: InProcess as its train
-    dataset; InLoader through accelerate's StatefulDataLoader (use_stateful_dataloader, then back
-    as it was)."""
+    dataset; InLoader and InDispatcher through accelerate's StatefulDataLoader
+    (use_stateful_dataloader, then back as it was)."""
     dataset, config = trainer.train_dataset, trainer.accelerator.dataloader_config
     stateful = getattr(config, "use_stateful_dataloader", False)
     if keeper is not None:
         trainer.train_dataset = keeper.train_dataset()
-        config.use_stateful_dataloader = stateful or isinstance(keeper, InLoader)
+        config.use_stateful_dataloader = stateful or isinstance(keeper, InLoader)  # InDispatcher's too
     try:
         yield
     finally:

@@ -33,9 +33,11 @@ torchdata's Stateful) resumes in O(1): the checkpoint holds the stream's state a
 batch its steps trained on, the resumed run starts the stream there, and the Trainer skips nothing
 (ignore_data_skip for that run). Read by DataLoader workers, each worker's copy of the stream has a
 place of its own: hydro then has accelerate read it through torchdata's StatefulDataLoader for the
-run (use_stateful_dataloader), which keeps them all (torchdata must be installed). Any other
-IterableDataset, or one read by several ranks, is skipped as the Trainer skips it: by reading every
-batch before the resumed step and dropping it.
+run (use_stateful_dataloader), which keeps them all (torchdata must be installed). Read by several
+ranks, rank 0 reads it for all (accelerate's DataLoaderDispatcher, its default for a stream) through
+the same StatefulDataLoader, and every rank resumes at rank 0's place. Any other IterableDataset (or
+one each rank reads a copy of: dispatch_batches=False) is skipped as the Trainer skips it: by reading
+every batch before the resumed step and dropping it.
 
 Several ranks (DistributedDataParallel: `torchrun`, or `srun -n N` with hydro.export_env() called
 before TrainingArguments): each rank writes its own copy of the state, with its own generators
@@ -168,6 +170,8 @@ def _stream_placed(trainer, stream, found):
     batch for this run (ignore_data_skip, then back as it was)."""
     path = found.pop(_STREAM, None)
     state = _load(path)["state"] if path is not None and stream is not None else None
+    if stream is not None:
+        state = stream.agreed(state)  # several ranks: rank 0's, which reads for all
     if state is None:
         if path is not None:
             _C.log("warning: the train dataset's place at the checkpoint is unknown: the Trainer reads and drops "

@@ -110,13 +110,14 @@ def test_a_pause_at_an_operator_and_its_resume_change_nothing(python, tmp_path, 
     assert digest(out) == reference
 
 
-def run_ranks(ck, stop_at=None):
+def run_ranks(ck, stop_at=None, extra=()):
     """examples/hf_trainer.py on 2 ranks (torchrun's variables) to its end, or, with stop_at, each
     rank sent SIGTERM (as Slurm does) once rank 0 printed that step. Returns [(status, output)]."""
     port, procs = free_port(), []
     for r in range(2):
         env = rank_env(r, 2, port, ck)
-        procs.append(subprocess.Popen([sys.executable, EXAMPLE, *ARGS, "--step-ms", "30" if stop_at else "0"], env=env,
+        procs.append(subprocess.Popen([sys.executable, EXAMPLE, *ARGS, "--step-ms", "30" if stop_at else "0", *extra],
+                                      env=env,
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     head = []
     if stop_at is not None:
@@ -151,6 +152,30 @@ def test_two_ranks_resume_each_its_own_generators_bit_for_bit(tmp_path):
     assert [s for s, _ in resumed] == [0, 0]
     assert all(f"resumed from {step_dir}" in o for _, o in resumed)
     assert {digest(o) for _, o in resumed} == reference
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_stream_read_by_rank_0_for_two_ranks_resumes_every_rank_at_its_place(tmp_path, workers):
+    # accelerate's DataLoaderDispatcher: rank 0's loader draws a batch for each rank and sends each
+    # its own, reading one such pair ahead. A resume that started the stream one batch off would
+    # train on other samples, which the weights show (as they did from accelerate's own snapshot).
+    extra = ["--stream", "--workers", str(workers)]
+    whole = run_ranks(tmp_path / "ref", extra=extra)
+    assert [s for s, _ in whole] == [0, 0]
+    reference = {digest(o) for _, o in whole}
+    assert len(reference) == 1
+    ck = tmp_path / "ck"
+    stopped = run_ranks(ck, stop_at=10, extra=extra)
+    assert [s for s, _ in stopped] == [hydro.EXIT_REQUEUE] * 2
+    step = int(sorted(p for p in os.listdir(ck) if p.startswith("step-"))[-1].split("-")[1])
+    resumed = run_ranks(ck, extra=extra)
+    assert [s for s, _ in resumed] == [0, 0]
+    assert all("the train stream starts where the checkpoint's steps left it" in o for _, o in resumed)
+    assert {digest(o) for _, o in resumed} == reference
+    given = int(re.search(r"^stream: (\d+) samples given$", resumed[0][1], re.M).group(1))
+    left, batch = (28 - step) * 2 * 2 * 16, 16  # ARGS: 28 steps of 2 batches of 16, for each of 2 ranks
+    ahead = 2 * 2 + workers * (2 + 2)  # the pair read ahead; each worker's prefetch and reads since its snapshot
+    assert left <= given <= left + ahead * batch, f"resumed at step {step}, rank 0 read {given} samples for {left}"
 
 
 def test_the_trainer_and_hydro_must_agree_on_the_ranks(env, tmp_path):
