@@ -31,3 +31,10 @@ point_at_build() {
   printf 'import site; site.addsitedir(%s)\n' "'$dir/python'" >"$site/hydro-build.pth"
   echo "$1 imports hydro from $dir/python ($site/hydro-build.pth)"
 }
+
+# build_logged DIR: builds DIR, its output added to DIR/build.log; on a failure shows the errors
+# (or the log's end) and exits 1.
+build_logged() {
+  cmake --build "$1" -j "$(nproc)" >>"$1/build.log" 2>&1 ||
+    { grep -m 20 -B2 -A6 error "$1/build.log" || tail -30 "$1/build.log"; exit 1; }
+}
