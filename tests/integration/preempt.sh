@@ -6,7 +6,8 @@
 source "$(dirname "$0")/lib.sh"
 proctrack=${1:-cgroup}
 tasks=${2:-1}  # 2: srun -n 2, a Gloo process group; one consistent checkpoint, every rank resumed
-start_cluster "$proctrack"
+nodes=${3:-1}  # 2 or more: the tasks spread over that many hosts (scripts/slurm-local --nodes)
+start_spread "$proctrack" "$tasks" "$nodes"
 
 steps=${HYDRO_TEST_STEPS:-6000}
 work=$(mktemp -d /tmp/hydro-it.XXXXXX)
@@ -14,17 +15,17 @@ args=(--steps "$steps" --log-every 25 --pg-timeout 300)
 # The job sleeps 5 ms a step, so that it is still training when the preemption comes.
 
 note "reference: the same example, never interrupted"
-want=$(reference_digest "$tasks" "${args[@]}") || fail "no weights_digest in the reference run"
+want=$(reference_run "${shape[@]}" -- "${args[@]}") || fail "no weights_digest in the reference run"
 
 cat >"$work/job.sh" <<JOB
 #!/bin/bash
 echo "restart count: \${SLURM_RESTART_COUNT:-0}"
 # Preemption signals the job's steps, not the batch shell: run hydro-launch as a step.
-exec srun -n $tasks "$launch" -- "$train" ${args[*]} --step-ms $(paced 5)
+exec srun ${shape[*]} "$launch" -- "$train" ${args[*]} --step-ms $(paced 5)
 JOB
 log=$work/job.log
 export HYDRO_TEST_LOGS=$log
-job=$(sbatch --parsable --requeue --exclusive --open-mode=append -p debug -n "$tasks" -o "$log" "$work/job.sh") || fail "sbatch failed"
+job=$(sbatch --parsable --requeue --exclusive --open-mode=append -p debug "${shape[@]}" -o "$log" "$work/job.sh") || fail "sbatch failed"
 wait_state "$job" RUNNING
 wait_steps "$log" 200
 note "job $job is training; a job in the high partition now needs the whole node"

@@ -5,23 +5,24 @@
 source "$(dirname "$0")/lib.sh"
 proctrack=${1:-cgroup}
 tasks=${2:-1}
-start_cluster "$proctrack"
+nodes=${3:-1}  # 2 or more: the tasks spread over that many hosts (scripts/slurm-local --nodes)
+start_spread "$proctrack" "$tasks" "$nodes"
 
 steps=${HYDRO_TEST_STEPS:-3000}
 work=$(mktemp -d /tmp/hydro-it.XXXXXX)
 args=(--steps "$steps" --log-every 25 --pg-timeout 300)
 
 note "reference: the same example, never interrupted ($tasks task(s))"
-want=$(reference_digest "$tasks" "${args[@]}") || fail "no weights_digest in the reference run"
+want=$(reference_run "${shape[@]}" -- "${args[@]}") || fail "no weights_digest in the reference run"
 
 cat >"$work/job.sh" <<JOB
 #!/bin/bash
 echo "restart count: \${SLURM_RESTART_COUNT:-0}"
-exec srun -n $tasks "$launch" -- "$train" ${args[*]} --step-ms $(paced 5)
+exec srun ${shape[*]} "$launch" -- "$train" ${args[*]} --step-ms $(paced 5)
 JOB
 log=$work/job.log
 export HYDRO_TEST_LOGS=$log
-job=$(sbatch --parsable --requeue --open-mode=append -n "$tasks" -o "$log" "$work/job.sh") || fail "sbatch failed"
+job=$(sbatch --parsable --requeue --open-mode=append "${shape[@]}" -o "$log" "$work/job.sh") || fail "sbatch failed"
 wait_state "$job" RUNNING
 wait_steps "$log" 200
 note "job $job is training; scontrol requeue"

@@ -11,7 +11,8 @@
 source "$(dirname "$0")/lib.sh"
 proctrack=${1:-cgroup}
 tasks=${2:-1}
-start_cluster "$proctrack"
+nodes=${3:-1}  # 2 or more: the tasks spread over that many hosts (scripts/slurm-local --nodes)
+start_spread "$proctrack" "$tasks" "$nodes"
 
 steps=${HYDRO_TEST_STEPS:-4000}
 work=$(mktemp -d /tmp/hydro-it.XXXXXX)
@@ -22,11 +23,11 @@ if [ "$tasks" = 1 ]; then
 else
   # hydro-launch is each task of a step, and appends to the log itself: output relayed through
   # slurmstepd and srun (which the suspend stops too) would show only after the resume.
-  run="exec srun -n $tasks bash -c 'exec \"\$@\" >>$log 2>&1' task" wake=()
+  run="exec srun ${shape[*]} bash -c 'exec \"\$@\" >>$log 2>&1' task" wake=()
 fi
 
 note "reference: the same example, never interrupted ($tasks task(s))"
-want=$(reference_digest "$tasks" "${args[@]}") || fail "no weights_digest in the reference run"
+want=$(reference_run "${shape[@]}" -- "${args[@]}") || fail "no weights_digest in the reference run"
 
 cat >"$work/job.sh" <<JOB
 #!/bin/bash
@@ -34,7 +35,7 @@ echo "restart count: \${SLURM_RESTART_COUNT:-0}"
 $run "$launch" -- "$train" ${args[*]}
 JOB
 export HYDRO_TEST_LOGS=$log
-job=$(sbatch --parsable --requeue --open-mode=append -n "$tasks" --hydro-pause=on -o "$log" "$work/job.sh") ||
+job=$(sbatch --parsable --requeue --open-mode=append "${shape[@]}" --hydro-pause=on -o "$log" "$work/job.sh") ||
   fail "sbatch failed"
 wait_state "$job" RUNNING
 wait_steps "$log" 300
