@@ -74,13 +74,14 @@ start_cluster() {
   note "cluster up: proctrack/$1 ${*:2}, SLURM_CONF=$SLURM_CONF"
 }
 
-# start_spread PROCTRACK TASKS [NODES]: start_cluster for TASKS tasks on NODES hosts (1, the default:
-# the one-node cluster; more: scripts/slurm-local --nodes), and shape=(-N NODES -n TASKS), the job's
-# shape for sbatch, srun and reference_run.
+# start_spread PROCTRACK TASKS [NODES [SLURM_LOCAL_ARGS...]]: start_cluster for TASKS tasks on NODES
+# hosts (1, the default: the one-node cluster; more: scripts/slurm-local --nodes), with the rest of
+# slurm-local's arguments, and shape=(-N NODES -n TASKS), the job's shape for sbatch, srun and
+# reference_run.
 start_spread() {
   local nodes=${3:-1}
   shape=(-N "$nodes" -n "$2")
-  if [ "$nodes" = 1 ]; then start_cluster "$1"; else start_cluster "$1" --nodes "$nodes"; fi
+  if [ "$nodes" = 1 ]; then start_cluster "$1" "${@:4}"; else start_cluster "$1" --nodes "$nodes" "${@:4}"; fi
 }
 
 stop_cluster() {

@@ -12,13 +12,11 @@ tasks=${2:-1}  # 2: srun -n 2 hydro-launch ..., a Gloo process group
 nodes=${3:-1}  # 2: the tasks spread over 2 hosts of a multi-host cluster (scripts/slurm-local --nodes)
 where=${4:-shared}  # local: each host's own checkpoint directory (/local/%u/%j), with --nodes
 case "$nodes:$where" in
-  1:shared) start_cluster "$proctrack" ;;
-  *:shared) start_cluster "$proctrack" --nodes "$nodes" ;;
+  *:shared) start_spread "$proctrack" "$tasks" "$nodes" ;;
   1:local) fail "a node-local checkpoint directory needs several nodes" ;;
-  *:local) start_cluster "$proctrack" --nodes "$nodes" --checkpoint-dir '/local/%u/%j' ;;
+  *:local) start_spread "$proctrack" "$tasks" "$nodes" --checkpoint-dir '/local/%u/%j' ;;
   *) fail "the fourth argument is shared or local, not '$where'" ;;
 esac
-shape=(-N "$nodes" -n "$tasks")
 
 steps=${HYDRO_TEST_STEPS:-4000}
 work=$(mktemp -d /tmp/hydro-it.XXXXXX)

@@ -44,6 +44,16 @@ def bindable(port):
     return True
 
 
+def committed(ck):
+    """The names of the checkpoints committed in the directory ck (step-N, N zero-padded), oldest first."""
+    return sorted(n for n in os.listdir(ck) if n.startswith("step-"))
+
+
+def step_of(name):
+    """N of the checkpoint named step-N."""
+    return int(name.split("-")[1])
+
+
 def hydro_env(extra=None):
     """The environment for a child python: this one without HYDRO_*/Slurm settings, plus `extra`."""
     env = {k: v for k, v in os.environ.items()

@@ -15,7 +15,7 @@ from torch.distributed.checkpoint.state_dict import (get_model_state_dict, get_o
                                                      set_model_state_dict, set_optimizer_state_dict)
 
 import hydro.dcp
-from conftest import HERE, free_port, rank_env
+from conftest import HERE, committed, free_port, rank_env
 from fsdp_model import digest, model as make_model
 from test_fsdp import dcp_digest
 
@@ -92,8 +92,7 @@ def test_the_reader_passes_over_a_checkpoint_without_dcps_metadata(tmp_path, cap
 def test_keep_last_removes_the_older_checkpoints(tmp_path):
     for step in (1, 2, 3):
         save(tmp_path, step, step, keep_last=2)
-    assert sorted(n for n in os.listdir(tmp_path) if n.startswith("step-")) == ["step-000000000002",
-                                                                                 "step-000000000003"]
+    assert committed(tmp_path) == ["step-000000000002", "step-000000000003"]
 
 
 def test_a_save_that_fails_leaves_latest_and_no_staging(tmp_path):

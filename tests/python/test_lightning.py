@@ -11,7 +11,7 @@ import torch
 
 import hydro
 import hydro.lightning
-from conftest import HERE, run_example, weights_digest as digest
+from conftest import HERE, committed, run_example, step_of, weights_digest as digest
 
 EXAMPLE = os.path.join(HERE, "..", "..", "examples", "lightning_loop.py")
 # 2048 samples in batches of 64: 32 batches an epoch; 40 steps of 2 batches run into a third epoch.
@@ -63,9 +63,9 @@ def test_sigterm_checkpoints_at_a_step_end_and_the_next_fit_resumes_there_bit_fo
     assert rc == hydro.EXIT_REQUEUE, out[-3000:]
     assert "checkpoint-and-exit requested by SIGTERM" in out
     assert "weights_digest=" not in out, "the fit ended after SIGTERM instead of exiting to be requeued"
-    committed = sorted(p for p in os.listdir(tmp_path) if p.startswith("step-"))
-    assert committed, out[-3000:]
-    step = int(committed[-1].split("-")[1])
+    names = committed(tmp_path)
+    assert names, out[-3000:]
+    step = step_of(names[-1])
     assert 25 <= step < 32, "not in the second epoch: move the signal"
     rc, out = fit(python, tmp_path, *ACCUMULATE)
     assert rc == 0, out[-3000:]
@@ -127,5 +127,5 @@ def test_a_sigterm_that_lightnings_handler_took_before_training_started_still_ch
     with pytest.raises(SystemExit) as ended:
         trainer.fit(tiny())
     assert ended.value.code == hydro.EXIT_REQUEUE
-    assert sorted(p for p in os.listdir(tmp_path) if p.startswith("step-")) == ["step-000000000001"]
+    assert committed(tmp_path) == ["step-000000000001"]
     assert not hydro._C.signal_handlers_installed(), "the Runtime outlived the fit"

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import hydro
-from conftest import hydro_env
+from conftest import committed, hydro_env
 
 
 def model_and_opt():
@@ -78,8 +78,7 @@ def test_keep_last_and_force_save(env, tmp_path):
         for step in (2, 3, 4):
             rt.save(step)
         rt.wait_idle()
-    names = sorted(n for n in os.listdir(tmp_path) if n.startswith("step-"))
-    assert names == ["step-000000000001", "step-000000000003", "step-000000000004"]
+    assert committed(tmp_path) == ["step-000000000001", "step-000000000003", "step-000000000004"]
 
 
 def test_a_corrupt_checkpoint_falls_back_to_the_previous_one(env, tmp_path, capfd):
@@ -122,7 +121,7 @@ def test_a_failing_state_dict_is_an_error_and_commits_nothing(env, tmp_path):
         with pytest.raises(RuntimeError, match="cannot export"):
             rt.save(1)
     assert not os.path.exists(tmp_path / "latest")
-    assert [n for n in os.listdir(tmp_path) if n.startswith("step-")] == []
+    assert committed(tmp_path) == []
 
 
 def test_loading_into_a_different_model_names_the_file(env, tmp_path):

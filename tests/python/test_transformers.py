@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import hydro
-from conftest import HERE, free_port, rank_env, run_example, weights_digest as digest
+from conftest import HERE, committed, free_port, rank_env, run_example, step_of, weights_digest as digest
 
 EXAMPLE = os.path.join(HERE, "..", "..", "examples", "hf_trainer.py")
 # 256 sequences in batches of 16, two batches a step: 8 steps an epoch; 28 steps run into a fourth.
@@ -41,13 +41,13 @@ def test_sigterm_checkpoints_at_a_step_end_and_the_next_run_resumes_there_bit_fo
     assert rc == hydro.EXIT_REQUEUE, out[-3000:]
     assert "checkpoint-and-exit requested by SIGTERM" in out
     assert "weights_digest=" not in out, "the run ended after SIGTERM instead of exiting to be requeued"
-    committed = sorted(p for p in os.listdir(tmp_path) if p.startswith("step-"))
-    assert committed, out[-3000:]
-    step = int(committed[-1].split("-")[1])
+    names = committed(tmp_path)
+    assert names, out[-3000:]
+    step = step_of(names[-1])
     assert 10 <= step < 16, "not in the second epoch: move the signal"
     rc, out = run(python, tmp_path)
     assert rc == 0, out[-3000:]
-    assert f"resumed from {tmp_path}/{committed[-1]} at step {step}" in out
+    assert f"resumed from {tmp_path}/{names[-1]} at step {step}" in out
     assert f"step {step + 1} done" in out and f"step {step} done" not in out, "the resumed run replayed a step"
     assert digest(out) == reference
 
@@ -61,7 +61,7 @@ def uninterrupted_then_stopped_and_resumed(python, tmp_path, extra):
     ck = tmp_path / "ck"
     rc, stopped = run(python, ck, step_ms=30, until=10, signals=[signal.SIGTERM], extra=extra)
     assert rc == hydro.EXIT_REQUEUE, stopped[-3000:]
-    step = int(sorted(p for p in os.listdir(ck) if p.startswith("step-"))[-1].split("-")[1])
+    step = step_of(committed(ck)[-1])
     rc, resumed = run(python, ck, extra=extra)
     assert rc == 0, resumed[-3000:]
     return reference, step, stopped, resumed
@@ -85,10 +85,16 @@ def a_stream_resumes_at_its_place(python, tmp_path, workers, ahead):
     extra = ["--stream", "--workers", str(workers)]
     reference, step, _, out = uninterrupted_then_stopped_and_resumed(python, tmp_path, extra)
     assert "the train stream starts where the checkpoint's steps left it" in out, out[-3000:]
-    given = int(re.search(r"^stream: (\d+) samples given$", out, re.M).group(1))
-    left, batch = (28 - step) * 2 * 16, 16  # ARGS: 28 steps of 2 batches of 16
-    assert left <= given <= left + ahead * batch, f"resumed at step {step}, the stream gave {given} samples for {left}"
+    assert_read_only_what_was_left(out, step, 1, ahead)
     assert digest(out) == reference
+
+
+def assert_read_only_what_was_left(out, step, ranks, ahead):
+    """Resumed at `step`, the stream (read by the run whose output is `out`) gave the samples of the
+    steps left, for `ranks` ranks, and at most `ahead` batches more: those its readers read ahead."""
+    given = int(re.search(r"^stream: (\d+) samples given$", out, re.M).group(1))
+    left, batch = (28 - step) * ranks * 2 * 16, 16  # ARGS: 28 steps of 2 batches of 16 for each rank
+    assert left <= given <= left + ahead * batch, f"resumed at step {step}, the stream gave {given} samples for {left}"
 
 
 def test_a_stream_that_keeps_its_place_resumes_there_without_reading_a_batch_again(python, tmp_path):
@@ -117,8 +123,7 @@ def run_ranks(ck, stop_at=None, extra=()):
     for r in range(2):
         env = rank_env(r, 2, port, ck)
         procs.append(subprocess.Popen([sys.executable, EXAMPLE, *ARGS, "--step-ms", "30" if stop_at else "0", *extra],
-                                      env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     head = []
     if stop_at is not None:
         for line in procs[0].stdout:
@@ -145,7 +150,7 @@ def test_two_ranks_resume_each_its_own_generators_bit_for_bit(tmp_path):
     ck = tmp_path / "ck"
     stopped = run_ranks(ck, stop_at=5)
     assert [s for s, _ in stopped] == [hydro.EXIT_REQUEUE] * 2
-    step_dir = ck / sorted(p for p in os.listdir(ck) if p.startswith("step-"))[-1]
+    step_dir = ck / committed(ck)[-1]
     own = [torch.load(step_dir / f"rank-{r}" / "rng_state.pt", weights_only=False)["cpu"] for r in (0, 1)]
     assert not torch.equal(*own), "the ranks saved the same generator"
     resumed = run_ranks(ck)
@@ -167,15 +172,13 @@ def test_a_stream_read_by_rank_0_for_two_ranks_resumes_every_rank_at_its_place(t
     ck = tmp_path / "ck"
     stopped = run_ranks(ck, stop_at=10, extra=extra)
     assert [s for s, _ in stopped] == [hydro.EXIT_REQUEUE] * 2
-    step = int(sorted(p for p in os.listdir(ck) if p.startswith("step-"))[-1].split("-")[1])
+    step = step_of(committed(ck)[-1])
     resumed = run_ranks(ck, extra=extra)
     assert [s for s, _ in resumed] == [0, 0]
     assert all("the train stream starts where the checkpoint's steps left it" in o for _, o in resumed)
     assert {digest(o) for _, o in resumed} == reference
-    given = int(re.search(r"^stream: (\d+) samples given$", resumed[0][1], re.M).group(1))
-    left, batch = (28 - step) * 2 * 2 * 16, 16  # ARGS: 28 steps of 2 batches of 16, for each of 2 ranks
-    ahead = 2 * 2 + workers * (2 + 2)  # the pair read ahead; each worker's prefetch and reads since its snapshot
-    assert left <= given <= left + ahead * batch, f"resumed at step {step}, rank 0 read {given} samples for {left}"
+    # Rank 0 reads for both: the pair read ahead; each worker's prefetch and reads since its snapshot.
+    assert_read_only_what_was_left(resumed[0][1], step, 2, ahead=2 * 2 + workers * (2 + 2))
 
 
 def test_the_trainer_and_hydro_must_agree_on_the_ranks(env, tmp_path):
