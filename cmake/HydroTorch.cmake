@@ -55,6 +55,24 @@ if(hydro_torch_rc EQUAL 0 AND hydro_torch_prefix)
 else()
   find_package(Torch REQUIRED)
 endif()
+# hydro's Gloo helper (join_gloo_group, runtime/torch/gloo_backend.h) compiles against the gloo
+# headers this libtorch was built with and no others: those beside its own headers, in one of
+# TORCH_INCLUDE_DIRS (Debian's libtorch-dev in /usr/include, with libgloo-dev, the gloo Debian
+# built it with). PyPI's wheels ship none; gloo headers elsewhere on the system (Debian's, beside
+# a pip torch) are another gloo, and are not used. Without them the ranks' collectives are
+# hydro's over the TCPStore. Decided at each configure, from what is there then.
+set(HYDRO_GLOO OFF)
+foreach(dir ${TORCH_INCLUDE_DIRS})
+  if(EXISTS ${dir}/gloo/algorithm.h)
+    set(HYDRO_GLOO ON)
+  endif()
+endforeach()
+if(HYDRO_GLOO)
+  message(STATUS "hydro: join_gloo_group runs c10d's Gloo (this libtorch's gloo headers)")
+else()
+  message(STATUS "hydro: join_gloo_group runs hydro's collectives over the TCPStore (this libtorch ships no gloo headers)")
+endif()
+
 # A libtorch with CUDA sets TORCH_CUDA_LIBRARIES: then hydro's CUDA code is built (the allocator's
 # release on a pause, tests/gpu), compiled and linked with the CUDA toolkit torch's CMake files find.
 if(TORCH_CUDA_LIBRARIES)

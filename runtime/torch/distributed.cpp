@@ -1,13 +1,5 @@
-// Gloo process groups over a TCPStore: the one translation unit that includes Gloo's headers.
-// Some torch wheels (2.11's from PyPI) ship ProcessGroupGloo.hpp without the gloo headers it
-// includes: there join_gloo_group fails with that reason, and the rest works on any group.
-#if __has_include(<gloo/algorithm.h>)
-#define HYDRO_HAS_GLOO 1
-#ifndef USE_C10D_GLOO
-#define USE_C10D_GLOO
-#endif
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#endif
+// The job's ranks joined over a TCPStore, and the collectives hydro's helpers make on them. What
+// runs those collectives (c10d's Gloo, or hydro's own over the store) is gloo_backend.h's.
 #include "hydro/distributed.h"
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -18,12 +10,11 @@
 #include "hydro/hang_watch.h"
 #include "hydro/log.h"
 #include "hydro/settings.h"
+#include "gloo_backend.h"
 #include "raise.h"
 
 namespace hydro {
 namespace {
-
-bool loopback(const std::string& addr) { return addr == "localhost" || addr.rfind("127.", 0) == 0; }
 
 std::vector<torch::Tensor> state_of(torch::nn::Module& module) {
   std::vector<torch::Tensor> out = module.parameters();
@@ -34,12 +25,6 @@ std::vector<torch::Tensor> state_of(torch::nn::Module& module) {
 }  // namespace
 
 std::shared_ptr<Group> join_gloo_group(std::chrono::milliseconds timeout) {
-#ifndef HYDRO_HAS_GLOO
-  (void)timeout;
-  throw std::runtime_error("hydro: join_gloo_group: this libtorch (" TORCH_VERSION
-                           ") ships no gloo headers, so hydro was built without its Gloo helper; "
-                           "create the process group with torch's own API");
-#else
   auto group = std::make_shared<Group>();
   Status st = DistEnv::from_env(&group->env);
   throw_if_error(st);
@@ -55,20 +40,16 @@ std::shared_ptr<Group> join_gloo_group(std::chrono::milliseconds timeout) {
     group->timeout = timeout;
     Settings settings;
     const bool held = Settings::from_env(&settings).ok() && settings.pause;  // Group::timeout
-    auto gloo = c10d::ProcessGroupGloo::Options::create(
-        held ? std::chrono::duration_cast<std::chrono::milliseconds>(kHoldProof) : timeout);
-    gloo->devices.push_back(loopback(env.master_addr) ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
-                                                      : c10d::ProcessGroupGloo::createDefaultDevice());
-    group->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(group->store, env.rank, env.world_size, gloo);
+    group->pg =
+        gloo_backend(*group, held ? std::chrono::duration_cast<std::chrono::milliseconds>(kHoldProof) : timeout);
   } catch (const std::exception& e) {
     throw std::runtime_error("hydro: joining the Gloo process group at " + where +
                              " (MASTER_ADDR, MASTER_PORT) as rank " + std::to_string(env.rank) + " of " +
                              std::to_string(env.world_size) + ": " + e.what());
   }
-  log("rank " + std::to_string(env.rank) + " of " + std::to_string(env.world_size) + " joined the Gloo group at " +
-      where);
+  log("rank " + std::to_string(env.rank) + " of " + std::to_string(env.world_size) + " joined the group at " + where +
+      " (collectives: " + gloo_route() + ")");
   return group;
-#endif
 }
 
 void broadcast_parameters(Group& group, torch::nn::Module& module) {

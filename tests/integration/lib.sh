@@ -4,6 +4,17 @@ set -euo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 source "$top/scripts/paths.sh"                   # $build: HYDRO_BUILD_DIR, or the main tier's
+# Slurm tests run side by side: one that ctest gave a slot (one of its "slurm" resources,
+# tests/CMakeLists.txt) runs in a host of its own (own_host.sh). One with no slot (run by hand,
+# or pip.install and package.install, which run alone) shares this host's ports and cgroups, so
+# it waits for any other such test first (a lock that the test's own processes do not inherit).
+if [ -z "${HYDRO_TEST_SLOT:-}" ]; then
+  if [[ ${CTEST_RESOURCE_GROUP_0_SLURM:-} =~ ^id:([0-9]+), ]]; then
+    exec "$top/tests/integration/own_host.sh" "${BASH_REMATCH[1]}" "$0" "$@"
+  fi
+  export HYDRO_TEST_SLOT=host
+  exec flock -o /run/hydro-test-slurm.lock "$0" "$@"
+fi
 # The interpreter this build's Python binding is for (or HYDRO_TEST_PYTHON: one with hydro
 # installed by pip) runs every Python program of a test; it is first on PATH, so examples/loop.py
 # (#!/usr/bin/env python3) runs on it as a program, as a user runs it from an activated virtual

@@ -1,20 +1,18 @@
 // hydro::JobRunner over a real Runtime: init/exit/stop conditions, the epoch-end checkpoint, and
 // a run interrupted by SIGTERM three times (mid-epoch, on an epoch's last step, before an epoch's
 // first step) that ends with the same bits and epoch metrics as an uninterrupted run. Also
-// hydro::all_reduce_metrics over two Gloo ranks in this process.
-#ifndef USE_C10D_GLOO
-#define USE_C10D_GLOO
-#endif
+// hydro::all_reduce_metrics over two ranks in this process, on the collectives join_gloo_group
+// gives in this tier (gloo_backend.h: Gloo, or hydro's over the store).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include <cstring>
 #include <fstream>
 #include <thread>
 
 #include "fault_fs.h"
+#include "gloo_backend.h"
 #include "hydro/checkpoint_dir.h"
 #include "hydro/distributed.h"
 #include "hydro/job.h"
@@ -302,7 +300,7 @@ TEST_F(JobRunnerTest, MisuseThrowsNamingTheCall) {
             "hydro: invalid argument: JobRunner::run() runs one job: make a new Runtime and JobRunner");
 }
 
-// Two ranks of a Gloo group in this process, over one HashStore.
+// Two ranks in this process, over one HashStore, with join_gloo_group's collectives.
 std::vector<std::shared_ptr<Group>> two_ranks() {
   auto store = c10::make_intrusive<c10d::HashStore>();
   std::vector<std::shared_ptr<Group>> groups(2);
@@ -312,10 +310,9 @@ std::vector<std::shared_ptr<Group>> two_ranks() {
       auto g = std::make_shared<Group>();
       g->env.rank = r;
       g->env.world_size = 2;
+      g->env.master_addr = "127.0.0.1";
       g->store = store;
-      auto opts = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(30));
-      opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-      g->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store, r, 2, opts);
+      g->pg = gloo_backend(*g, std::chrono::seconds(30));
       groups[r] = g;
     });
   for (auto& t : threads) t.join();

@@ -52,8 +52,19 @@ struct Group {
 
 // Joins every rank of the job (DistEnv::from_env). `timeout` bounds the rendezvous and, unless
 // HYDRO_PAUSE is on (see Group::timeout), every collective. Throws std::runtime_error naming the
-// variable or the address on failure.
+// variable or the address on failure. The collectives are c10d's Gloo where this libtorch ships
+// the gloo headers it was built with (Debian's libtorch-dev, with libgloo-dev), and otherwise
+// store_collectives over the same TCPStore (PyPI's wheels); hydro's log line names which.
 std::shared_ptr<Group> join_gloo_group(std::chrono::milliseconds timeout);
+
+// Collectives over `store` alone, for `rank` of `size` ranks that share it: what join_gloo_group
+// gives where the libtorch ships no gloo headers (PyPI's wheels), and usable by any ranks that
+// share a store. broadcast, allreduce (ReduceOp::SUM) and allgather: each rank publishes its
+// tensors under a key of its own and reads every rank's; a sum adds them in rank order, so every
+// rank holds the same bits. Each call is done when it returns (its Work is complete), and throws
+// where a rank waits longer than the store's timeout. Every byte goes through the store: for the
+// small models and metrics of a CPU job, not for a large model's gradients.
+c10::intrusive_ptr<Collectives> store_collectives(c10::intrusive_ptr<c10d::Store> store, int rank, int size);
 
 // Replaces every rank's parameters and buffers with rank 0's.
 void broadcast_parameters(Group& group, torch::nn::Module& module);

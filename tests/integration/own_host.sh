@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# A host of its own for one Slurm test, so that several run at once: ctest gives each Slurm test
+# one of its "slurm" resources (tests/CMakeLists.txt, scripts/test's resource file), and lib.sh
+# runs the test through this script in that slot.
+#
+#   own_host.sh SLOT SCRIPT ARGS...   SCRIPT ARGS in slot SLOT's namespaces
+#   own_host.sh --clean SLOT...       kills what a test killed mid-way left in those slots
+#
+# SCRIPT runs in network, mount and cgroup namespaces of its own. Its slurmctld, slurmd, jobs and
+# ranks listen where no other slot's see: its own loopback, and with --nodes its own bridge and
+# node namespaces (/run/netns is its own too). Its processes, Slurm's job cgroups included, are
+# under hydro-slotN in every cgroup v1 hierarchy, which it sees as the root: slurm-local's
+# clean-up of frozen jobs and of node cgroups finds only its own. Its Slurm directory is
+# /tmp/hydro-test-slurm-N. munged stays the host's, started here first (one key, one socket).
+# Whatever a test that was killed left in its slot (daemons, jobs, frozen tasks) is killed before
+# the next test takes the slot, and by scripts/test at its end.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+
+die() { echo "own_host: $*" >&2; exit 1; }
+
+# The cgroup v1 hierarchies (name=systemd's included), as slurm-nodes.sh's node_hierarchies.
+hierarchies() {
+  local m
+  for m in /sys/fs/cgroup/*/; do
+    m=${m%/}
+    mountpoint -q "$m" && [ "$(stat -f -c %T "$m")" = cgroupfs ] && basename "$m"
+  done
+}
+
+slot_cgroup() { echo "/sys/fs/cgroup/$1/hydro-slot$2"; }
+
+# clean SLOT: every process under the slot's cgroups killed (frozen ones thawed, so that the
+# kill lands), then the cgroups removed.
+clean() {
+  local slot=$1 h d left i
+  for i in $(seq 50); do
+    left=0
+    for h in $(hierarchies); do
+      d=$(slot_cgroup "$h" "$slot")
+      [ -d "$d" ] || continue
+      find "$d" -name cgroup.procs -exec cat {} + 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
+      [ "$h" != freezer ] || find "$d" -name freezer.state -exec sh -c 'for f; do echo THAWED >"$f"; done' _ {} + 2>/dev/null || true
+      [ -z "$(find "$d" -name cgroup.procs -exec cat {} + 2>/dev/null)" ] || left=1
+    done
+    [ "$left" = 0 ] && break
+    sleep 0.1
+  done
+  [ "$left" = 0 ] || die "slot $slot: processes left in its cgroups after SIGKILL"
+  for h in $(hierarchies); do
+    d=$(slot_cgroup "$h" "$slot")
+    [ ! -d "$d" ] || find "$d" -depth -type d -exec rmdir {} + 2>/dev/null || true
+  done
+}
+
+# enter SLOT: this shell moves into the slot's cgroups (made afresh) in every hierarchy.
+enter() {
+  local slot=$1 h d
+  for h in $(hierarchies); do
+    d=$(slot_cgroup "$h" "$slot")
+    mkdir -p "$d"
+    if [ -f "$d/cpuset.cpus" ]; then
+      cat "/sys/fs/cgroup/$h/cpuset.cpus" >"$d/cpuset.cpus"
+      cat "/sys/fs/cgroup/$h/cpuset.mems" >"$d/cpuset.mems"
+    fi
+    echo "$$" >"$d/cgroup.procs"
+  done
+}
+
+# inside SCRIPT ARGS...: run in the new namespaces: loopback up, and an address that is not
+# loopback (Slurm binds its ports through getaddrinfo with AI_ADDRCONFIG, which finds no address
+# where loopback is all there is): a veth pair, both ends here. Then a /run/netns of its own, and
+# each hierarchy mounted again so that it shows the slot's cgroup as its root; then SCRIPT.
+inside() {
+  local h opts
+  ip link set lo up
+  ip link add hydro-own type veth peer name hydro-own-peer
+  ip addr add 10.219.0.1/24 dev hydro-own
+  ip link set hydro-own up
+  ip link set hydro-own-peer up
+  mkdir -p /run/netns
+  mount -t tmpfs -o mode=0755 hydro-netns /run/netns
+  for h in $(hierarchies); do
+    opts=$h
+    [[ $h == systemd ]] && opts=none,name=systemd
+    umount -l "/sys/fs/cgroup/$h"
+    mount -t cgroup -o "$opts" cgroup "/sys/fs/cgroup/$h"
+  done
+  exec "$@"
+}
+
+case "${1:-}" in
+  --clean)
+    shift
+    for s in "$@"; do clean "$s"; done ;;
+  _inside)
+    shift
+    inside "$@" ;;
+  [0-9]*)
+    slot=$1
+    shift
+    [ $# -gt 0 ] || die "usage: own_host.sh SLOT SCRIPT ARGS... | --clean SLOT..."
+    [ "$(id -u)" = 0 ] || die "a host of its own needs root"
+    # One munged for every slot: started here, outside the slot, once (flock: two slots at once).
+    flock /run/hydro-test-munge.lock "$top/scripts/slurm-local" munge
+    clean "$slot"
+    enter "$slot"
+    export HYDRO_TEST_SLOT=$slot HYDRO_SLURM_DIR=/tmp/hydro-test-slurm-$slot
+    exec unshare --net --mount --cgroup -- "$0" _inside "$@" ;;
+  *) die "usage: own_host.sh SLOT SCRIPT ARGS... | --clean SLOT..." ;;
+esac
