@@ -18,14 +18,7 @@ node_name() { echo "node$1"; }
 node_ns() { echo "hydro-node$1"; }
 node_addr() { echo "$node_net.$((10 + $1))"; }
 
-# The v1 hierarchies a node gets a namespace of (name=systemd mounts as "none,name=systemd").
-node_hierarchies() {
-  local m
-  for m in /sys/fs/cgroup/*/; do
-    m=${m%/}
-    mountpoint -q "$m" && [ "$(stat -f -c %T "$m")" = cgroupfs ] && basename "$m"
-  done
-}
+source "$top/scripts/cgroup_v1.sh"  # a node's cgroups: v1_hierarchies, join_v1_cgroups, remount_v1_hierarchies
 
 # nodes_up N: the bridge, and per node its namespace, link, address and hosts file.
 nodes_up() {
@@ -66,7 +59,7 @@ nodes_down() {
     ip link del "$link" 2>/dev/null || true
   done
   ip link del "$node_bridge" 2>/dev/null || true
-  for h in $(node_hierarchies); do
+  for h in $(v1_hierarchies); do
     for d in /sys/fs/cgroup/"$h"/hydro-node*; do
       [ -d "$d" ] || continue
       xargs -r kill -KILL <"$d/cgroup.procs" 2>/dev/null || true
@@ -82,26 +75,12 @@ nodes_conf() {
   for ((i = 1; i <= n; i++)); do echo "NodeName=$(node_name $i) NodeAddr=$(node_addr $i) $hw State=UNKNOWN"; done
 }
 
-# node_cgroups I: makes nodeI's cgroup in every hierarchy and moves the calling shell into it.
-node_cgroups() {
-  local i=$1 h d
-  for h in $(node_hierarchies); do
-    d=/sys/fs/cgroup/$h/$(node_ns "$i")
-    mkdir -p "$d"
-    if [ -f "$d/cpuset.cpus" ]; then
-      cat "/sys/fs/cgroup/$h/cpuset.cpus" >"$d/cpuset.cpus"
-      cat "/sys/fs/cgroup/$h/cpuset.mems" >"$d/cpuset.mems"
-    fi
-    echo "$BASHPID" >"$d/cgroup.procs"
-  done
-}
-
 # nodes_start N: one slurmd per node, inside the node's namespaces (see node_enter).
 nodes_start() {
   local n=$1 i
   for ((i = 1; i <= n; i++)); do
     (
-      [ "$proctrack" = cgroup ] && node_cgroups "$i"
+      [ "$proctrack" = cgroup ] && join_v1_cgroups "$(node_ns "$i")"
       local ns_opts=(--uts --mount --propagation slave)
       [ "$proctrack" = cgroup ] && ns_opts+=(--cgroup)
       exec nsenter --net="/run/netns/$(node_ns $i)" unshare "${ns_opts[@]}" -- "$top/scripts/slurm-local" _node "$i" --dir "$dir" --proctrack "$proctrack"
@@ -112,18 +91,11 @@ nodes_start() {
 # node_enter I: run inside nodeI's new namespaces: its hostname, hosts file, /local, its own
 # view of the cgroup hierarchies, then slurmd.
 node_enter() {
-  local i=$1 name h opts
+  local i=$1 name
   name=$(node_name "$i")
   hostname "$name"
   mount --bind "$dir/hosts" /etc/hosts
   mount --bind "$dir/local/$name" /local
-  if [ "$proctrack" = cgroup ]; then
-    for h in $(node_hierarchies); do
-      opts=$h
-      [[ $h == systemd ]] && opts=none,name=systemd
-      umount -l "/sys/fs/cgroup/$h"
-      mount -t cgroup -o "$opts" cgroup "/sys/fs/cgroup/$h"
-    done
-  fi
+  [ "$proctrack" != cgroup ] || remount_v1_hierarchies
   exec slurmd -f "$conf" 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&-
 }

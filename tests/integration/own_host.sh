@@ -19,16 +19,9 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 
 die() { echo "own_host: $*" >&2; exit 1; }
 
-# The cgroup v1 hierarchies (name=systemd's included), as slurm-nodes.sh's node_hierarchies.
-hierarchies() {
-  local m
-  for m in /sys/fs/cgroup/*/; do
-    m=${m%/}
-    mountpoint -q "$m" && [ "$(stat -f -c %T "$m")" = cgroupfs ] && basename "$m"
-  done
-}
+source "$top/scripts/cgroup_v1.sh"  # v1_hierarchies, join_v1_cgroups, remount_v1_hierarchies
 
-slot_cgroup() { echo "/sys/fs/cgroup/$1/hydro-slot$2"; }
+slot_cgroup() { echo "/sys/fs/cgroup/$1/hydro-slot$2"; }  # HIERARCHY SLOT
 
 # clean SLOT: every process under the slot's cgroups killed (frozen ones thawed, so that the
 # kill lands), then the cgroups removed.
@@ -36,7 +29,7 @@ clean() {
   local slot=$1 h d left i
   for i in $(seq 50); do
     left=0
-    for h in $(hierarchies); do
+    for h in $(v1_hierarchies); do
       d=$(slot_cgroup "$h" "$slot")
       [ -d "$d" ] || continue
       find "$d" -name cgroup.procs -exec cat {} + 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
@@ -47,23 +40,9 @@ clean() {
     sleep 0.1
   done
   [ "$left" = 0 ] || die "slot $slot: processes left in its cgroups after SIGKILL"
-  for h in $(hierarchies); do
+  for h in $(v1_hierarchies); do
     d=$(slot_cgroup "$h" "$slot")
     [ ! -d "$d" ] || find "$d" -depth -type d -exec rmdir {} + 2>/dev/null || true
-  done
-}
-
-# enter SLOT: this shell moves into the slot's cgroups (made afresh) in every hierarchy.
-enter() {
-  local slot=$1 h d
-  for h in $(hierarchies); do
-    d=$(slot_cgroup "$h" "$slot")
-    mkdir -p "$d"
-    if [ -f "$d/cpuset.cpus" ]; then
-      cat "/sys/fs/cgroup/$h/cpuset.cpus" >"$d/cpuset.cpus"
-      cat "/sys/fs/cgroup/$h/cpuset.mems" >"$d/cpuset.mems"
-    fi
-    echo "$$" >"$d/cgroup.procs"
   done
 }
 
@@ -72,7 +51,6 @@ enter() {
 # where loopback is all there is): a veth pair, both ends here. Then a /run/netns of its own, and
 # each hierarchy mounted again so that it shows the slot's cgroup as its root; then SCRIPT.
 inside() {
-  local h opts
   ip link set lo up
   ip link add hydro-own type veth peer name hydro-own-peer
   ip addr add 10.219.0.1/24 dev hydro-own
@@ -80,12 +58,7 @@ inside() {
   ip link set hydro-own-peer up
   mkdir -p /run/netns
   mount -t tmpfs -o mode=0755 hydro-netns /run/netns
-  for h in $(hierarchies); do
-    opts=$h
-    [[ $h == systemd ]] && opts=none,name=systemd
-    umount -l "/sys/fs/cgroup/$h"
-    mount -t cgroup -o "$opts" cgroup "/sys/fs/cgroup/$h"
-  done
+  remount_v1_hierarchies
   exec "$@"
 }
 
@@ -104,7 +77,7 @@ case "${1:-}" in
     # One munged for every slot: started here, outside the slot, once (flock: two slots at once).
     flock /run/hydro-test-munge.lock "$top/scripts/slurm-local" munge
     clean "$slot"
-    enter "$slot"
+    join_v1_cgroups "hydro-slot$slot"  # made afresh: clean removed it
     export HYDRO_TEST_SLOT=$slot HYDRO_SLURM_DIR=/tmp/hydro-test-slurm-$slot
     exec unshare --net --mount --cgroup -- "$0" _inside "$@" ;;
   *) die "usage: own_host.sh SLOT SCRIPT ARGS... | --clean SLOT..." ;;
