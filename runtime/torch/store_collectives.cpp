@@ -1,8 +1,9 @@
 // hydro::store_collectives (hydro/distributed.h): broadcast, allreduce and allgather over a c10d
 // Store alone. Collective number K of every rank publishes rank R's tensors under "hydro/K/R" and
-// reads every rank's key of K; then it deletes its own key of K-1, which every rank has read by
+// reads every other rank's key of K; then it deletes its own key of K-1, which every rank has read by
 // now (each published K only after reading all of K-1): the store holds two collectives at most.
 #include <torch/csrc/distributed/c10d/Work.hpp>
+#include <torch/version.h>
 
 #include <cstring>
 #include <stdexcept>
@@ -86,19 +87,35 @@ class StoreCollectives : public Collectives {
   std::string key(int64_t k, int r) const { return "hydro/" + std::to_string(k) + "/" + std::to_string(r); }
 
   // Each rank's tensors of this collective (those for which `gives` holds; the others' are empty).
+  // Round trips to the store: set, the others' keys (each a wait and a get; one of each where the
+  // store has multiGet), and the delete of this rank's key of the collective before.
   template <typename Gives>
   std::vector<Parts> exchange(const std::vector<at::Tensor>& mine, Gives gives) {
     const int64_t k = next_++;
     std::vector<uint8_t> packed;
     if (gives(getRank())) pack(mine, &packed);
     store_->set(key(k, getRank()), packed);
+    std::vector<std::string> keys;
+    for (int r = 0; r < getSize(); ++r)
+      if (r != getRank()) keys.push_back(key(k, r));
+    std::vector<std::vector<uint8_t>> values = read(keys);  // even empty: rank r has read all of k - 1
     std::vector<Parts> all(getSize());
-    for (int r = 0; r < getSize(); ++r) {
-      std::vector<uint8_t> value = store_->get(key(k, r));  // even empty: rank r has read all of k - 1
+    for (int r = 0, i = 0; r < getSize(); ++r) {
+      const std::vector<uint8_t>& value = r == getRank() ? packed : values[i++];
       if (gives(r)) all[r] = split(value);
     }
     if (k > 0) store_->deleteKey(key(k - 1, getRank()));
     return all;
+  }
+
+  std::vector<std::vector<uint8_t>> read(const std::vector<std::string>& keys) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)  // Store::multiGet
+    return store_->multiGet(keys);
+#else
+    std::vector<std::vector<uint8_t>> values;
+    for (const auto& k : keys) values.push_back(store_->get(k));
+    return values;
+#endif
   }
 
   static void pack(const std::vector<at::Tensor>& tensors, std::vector<uint8_t>* out) {
