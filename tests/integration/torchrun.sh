@@ -4,7 +4,8 @@
 # loop.py`. torchrun starts its workers in sessions of their own, with their descriptors closed,
 # forwards neither SIGUSR1 nor SIGUSR2, and kills its workers 30 s after its own SIGTERM.
 #   - a pause (scancel --signal=USR1) as torchrun starts, before its workers are up, holds both
-#     once they are, and its resume lets them go (torchrun's agent itself takes no pause hook);
+#     once they are (at an operator, or inside a collective that waits for the other), and its
+#     resume lets them go (torchrun's agent itself takes no pause hook);
 #   - `scontrol suspend` longer than the process group's timeout, and resume: both go on;
 #   - `scontrol requeue`: both workers checkpoint and exit 75, hydro-launch stops torchrun (run with
 #     --max-restarts=3, it would start them again), torchrun ends with 1, hydro-launch
@@ -45,10 +46,15 @@ wait_state "$job" RUNNING
 wait_for "$log" 'started .*torchrun as pid' 60
 note "job $job: a pause (scancel --signal=USR1) as torchrun starts, before its workers are up; then USR2"
 scancel --signal=USR1 "$job"
-wait_count "$log" 'hydro\[[0-9]+\] .*paused at ' 2 60
+wait_count "$log" 'hydro\[[0-9]+\] .*pause requested by SIGUSR1' 2 60
+# Each worker stops at its next operator, or inside the collective that waits for the other one
+# (CI's stop 59: rank 0 paused in DDP's start as rank 1 waited in its broadcast), so one "paused at"
+# line at least, and no step while paused.
+wait_count "$log" 'hydro\[[0-9]+\] .*paused at ' 1 60
+sleep 2
 [ "$(count "$log" '^step ')" = 0 ] || fail "a worker trained on through the pause"
 scancel --signal=USR2 "$job"
-wait_count "$log" 'hydro\[[0-9]+\] .*resumed at ' 2 30
+wait_count "$log" 'hydro\[[0-9]+\] .*resume requested by SIGUSR2' 2 30
 wait_steps "$log" 30
 show_new "$log"
 
