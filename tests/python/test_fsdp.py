@@ -75,6 +75,20 @@ def uninterrupted(tmp_path_factory):
     return digest_of(run(2, tmp_path_factory.mktemp("uninterrupted")))
 
 
+@pytest.fixture(scope="module")
+def two_ranks_stopped(tmp_path_factory):
+    """A checkpoint of 2 ranks' shards (SIGTERM at step STOP_AT) and each rank's run() result, made
+    once for the tests below: each reads it, or resumes a copy of it (a resume commits its own)."""
+    ck = tmp_path_factory.mktemp("two") / "ck"
+    return ck, stopped_for_requeue(2, ck)
+
+
+def copy_of(checkpoint, tmp_path):
+    mine = tmp_path / "ck"
+    shutil.copytree(checkpoint, mine, symlinks=True)
+    return mine
+
+
 def only_shards(path, ranks):
     """The file holds this rank's chunks alone (hydro.shard_file), each loading with weights_only=True:
     each tensor's chunk is 1/ranks of its global rows; no rank wrote a whole one."""
@@ -98,9 +112,9 @@ def dcp_digest(step_dir):
     return dict(line.split("=", 1) for line in p.stdout.splitlines() if "=" in line)["digest"]
 
 
-def test_each_rank_writes_its_own_shards_and_a_requeue_resumes_them_bit_for_bit(tmp_path, uninterrupted):
-    ck = tmp_path / "ck"
-    stopped = stopped_for_requeue(2, ck)
+def test_each_rank_writes_its_own_shards_and_a_requeue_resumes_them_bit_for_bit(tmp_path, uninterrupted,
+                                                                                   two_ranks_stopped):
+    ck = copy_of(two_ranks_stopped[0], tmp_path)
     step_dir = os.path.realpath(ck / "latest")
     with open(os.path.join(step_dir, "manifest.json")) as f:
         manifest = json.load(f)
@@ -116,9 +130,8 @@ def test_each_rank_writes_its_own_shards_and_a_requeue_resumes_them_bit_for_bit(
 # Part 3: the checkpoint is DCP's too. The committing rank merged every rank's index into .metadata
 # (in the manifest, hashed like the rest), and dcp.load, with no hydro imported and no process
 # group, gathers the 2 ranks' chunks into one unsharded model and AdamW: the saved bits.
-def test_torch_distributed_checkpoint_loads_the_ranks_shards_without_hydro(tmp_path):
-    ck = tmp_path / "ck"
-    stopped = stopped_for_requeue(2, ck)
+def test_torch_distributed_checkpoint_loads_the_ranks_shards_without_hydro(two_ranks_stopped):
+    ck, stopped = two_ranks_stopped
     step_dir = os.path.realpath(ck / "latest")
     with open(os.path.join(step_dir, "manifest.json")) as f:
         assert ".metadata" in {m["name"] for m in json.load(f)["files"]}
@@ -127,9 +140,9 @@ def test_torch_distributed_checkpoint_loads_the_ranks_shards_without_hydro(tmp_p
 
 # Every rank draws the same batch here, so the averaged gradient is each rank's own, exactly, and a
 # run on 1 rank ends with the 2 ranks' bits: a resume on another number of ranks must too.
-def test_two_ranks_shards_resume_on_one_rank_and_end_with_the_uninterrupted_bits(tmp_path, uninterrupted):
-    ck = tmp_path / "ck"
-    stopped = stopped_for_requeue(2, ck)
+def test_two_ranks_shards_resume_on_one_rank_and_end_with_the_uninterrupted_bits(tmp_path, uninterrupted,
+                                                                                 two_ranks_stopped):
+    ck, stopped = copy_of(two_ranks_stopped[0], tmp_path), two_ranks_stopped[1]
     saved = {d["saved"] for _, _, _, d in stopped}
     resumed = run(1, ck)
     assert "resharded: checkpoint of 2 ranks, this job has 1" in resumed[0][2], resumed[0][2]
@@ -155,8 +168,7 @@ def four_ranks_checkpoint(tmp_path_factory):
 @pytest.mark.parametrize("ranks", [2, 3])
 def test_four_ranks_shards_resume_on_fewer_ranks_with_the_saved_state(tmp_path, four_ranks_checkpoint, ranks):
     ck, saved = four_ranks_checkpoint
-    mine = tmp_path / "ck"
-    shutil.copytree(ck, mine, symlinks=True)  # each resume trains on and commits its own checkpoints
+    mine = copy_of(ck, tmp_path)  # each resume trains on and commits its own checkpoints
     resumed = run(ranks, mine)
     for _, _, err, _ in resumed:
         assert f"resharded: checkpoint of 4 ranks, this job has {ranks}" in err, err
