@@ -1,5 +1,5 @@
-# Where hydro's builds and its Python environment are, and how scripts/ builds them, in one place: sourced by every script in
-# scripts/ and by the tests' helpers. Each can be moved with its variable.
+# Where hydro's builds and its Python environment are, and how scripts/ builds them, in one place:
+# sourced by every script in scripts/ and by the tests' helpers. Each can be moved with its variable.
 #   build          the main tier: torch 2.15.0 from PyPI in $venv (HYDRO_BUILD_DIR)
 #   oldest_build   the oldest tier: Debian 12's libtorch 1.13.1 and /usr/bin/python3
 #                  (HYDRO_OLDEST_BUILD_DIR)
