@@ -13,7 +13,7 @@ chmod 755 "$work"
 submit=$work/alice
 mkdir "$submit" && chown hydro-alice "$submit"
 as_alice() { (cd "$submit" && runuser -u hydro-alice -- env SLURM_CONF="$SLURM_CONF" "$@"); }
-args=(--steps 3000 --log-every 25)
+args=(--steps 3000 --log-every 25 "${model[@]}")
 want=$(reference_digest 1 "${args[@]}") || fail "no weights_digest in the reference run"
 note "reference: weights_digest=$want"
 

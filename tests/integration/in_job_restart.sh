@@ -10,7 +10,7 @@ start_cluster "$proctrack"
 
 steps=${HYDRO_TEST_STEPS:-3000}
 work=$(mktemp -d /tmp/hydro-it.XXXXXX)
-args=(--steps "$steps" --log-every 25)
+args=(--steps "$steps" --log-every 25 "${model[@]}")
 
 note "reference: the same example, never interrupted"
 want=$(reference_digest 1 "${args[@]}") || fail "no weights_digest in the reference run"

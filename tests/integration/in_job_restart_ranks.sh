@@ -19,10 +19,10 @@ if [ "$nodes" = 1 ]; then start_cluster "$proctrack"; else start_cluster "$proct
 
 steps=${HYDRO_TEST_STEPS:-3000}
 work=$(mktemp -d /tmp/hydro-it.XXXXXX)
-args=(--steps "$steps" --log-every 25 --pg-timeout 300)
+args=(--steps "$steps" --log-every 25 --pg-timeout 300 "${model[@]}")
 step_timer=(--step-timeout 8) job_opts=()
 if [ "$mode" = hang_watch ]; then  # hydro watches the groups' timeout under --hydro-pause=on
-  args=(--steps "$steps" --log-every 25 --pg-timeout 4)
+  args=(--steps "$steps" --log-every 25 --pg-timeout 4 "${model[@]}")
   step_timer=() job_opts=(--hydro-pause=on)
 fi
 shape=(-N "$nodes" -n 2)

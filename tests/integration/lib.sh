@@ -50,6 +50,13 @@ case "${HYDRO_TEST_PROGRAM:-cpp}" in
   *) module= ;;
 esac
 [ -z "$module" ] || "$python" -c "import $module" || fail "$python cannot import $module (run scripts/setup)"
+# model: the width of the program's model in the tests whose jobs are paced (paced, paced_program)
+# until their signals land, then run their last steps, and their reference runs, unpaced: a
+# quarter of the examples' default (512), which makes a step of the C++ loop about 3 times
+# cheaper. The Trainer's example is narrower by default (64). Unpaced tests keep the default:
+# their jobs must still be training when the test's signals land.
+model=(--hidden 128)
+[ "${HYDRO_TEST_PROGRAM:-cpp}" != transformers ] || model=()
 # HYDRO_TEST_ARGS: more options for the program in every run of a test whose script appends
 # "${program_args[@]}" (its reference's too): --fsdp, the Python loop's model sharded by FSDP2.
 read -ra program_args <<<"${HYDRO_TEST_ARGS:-}"

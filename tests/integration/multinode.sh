@@ -17,7 +17,7 @@ esac
 
 steps=${HYDRO_TEST_STEPS:-1500}
 work=$(mktemp -d /tmp/hydro-it.XXXXXX)
-args=(--steps "$steps" --log-every 25 --pg-timeout 300)
+args=(--steps "$steps" --log-every 25 --pg-timeout 300 "${model[@]}")
 ranks=(0 1 2 3)
 shape=(-N 2 --ntasks-per-node=2)
 

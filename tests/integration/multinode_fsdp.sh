@@ -17,7 +17,7 @@ start_cluster "${1:-cgroup}" --nodes 2
 
 steps=${HYDRO_TEST_STEPS:-600}
 work=$(mktemp -d /tmp/hydro-it.XXXXXX)
-args=(--steps "$steps" --log-every 25 --pg-timeout 300 "${program_args[@]}")
+args=(--steps "$steps" --log-every 25 --pg-timeout 300 "${program_args[@]}" "${model[@]}")
 four=(-N 2 --ntasks-per-node=2)
 two=(-N 2 --ntasks-per-node=1)
 

@@ -11,7 +11,7 @@ start_cluster "$proctrack" --nodes 3 --checkpoint-dir '/local/%u/%j'
 
 steps=${HYDRO_TEST_STEPS:-1000}
 work=$(mktemp -d /tmp/hydro-it.XXXXXX)
-args=(--steps "$steps" --log-every 25 --pg-timeout 300)
+args=(--steps "$steps" --log-every 25 --pg-timeout 300 "${model[@]}")
 shape=(-N 2 --ntasks-per-node=2)
 
 note "reference: 2 nodes x 2 tasks, never interrupted"

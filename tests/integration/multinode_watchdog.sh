@@ -13,7 +13,7 @@ start_cluster "$proctrack" --nodes 2
 
 steps=${HYDRO_TEST_STEPS:-1500}
 work=$(mktemp -d /tmp/hydro-it.XXXXXX)
-args=(--steps "$steps" --log-every 25 --pg-timeout 300)
+args=(--steps "$steps" --log-every 25 --pg-timeout 300 "${model[@]}")
 shape=(-N 2 --ntasks-per-node=2)
 ranks=(0 1 2 3)
 rank_log() { echo "$work/rank$1.log"; }

@@ -11,7 +11,7 @@ start_spread "$proctrack" "$tasks" "$nodes"
 
 steps=${HYDRO_TEST_STEPS:-6000}
 work=$(mktemp -d /tmp/hydro-it.XXXXXX)
-args=(--steps "$steps" --log-every 25 --pg-timeout 300)
+args=(--steps "$steps" --log-every 25 --pg-timeout 300 "${model[@]}")
 # The job sleeps 5 ms a step, so that it is still training when the preemption comes.
 
 note "reference: the same example, never interrupted"

@@ -10,7 +10,7 @@ start_spread "$proctrack" "$tasks" "$nodes"
 
 steps=${HYDRO_TEST_STEPS:-3000}
 work=$(mktemp -d /tmp/hydro-it.XXXXXX)
-args=(--steps "$steps" --log-every 25 --pg-timeout 300)
+args=(--steps "$steps" --log-every 25 --pg-timeout 300 "${model[@]}")
 
 note "reference: the same example, never interrupted ($tasks task(s))"
 want=$(reference_run "${shape[@]}" -- "${args[@]}") || fail "no weights_digest in the reference run"

@@ -19,7 +19,7 @@ start_cluster "$proctrack"
 work=$(mktemp -d /tmp/hydro-it.XXXXXX)
 # 50 ms a step (a sleep after it, which leaves the weights as they are): the job trains for 25 s
 # at least, through two turns of gang time slicing; the reference run, without it, is quick.
-args=(--steps "${HYDRO_TEST_STEPS:-500}" --log-every 1 --pg-timeout 3)
+args=(--steps "${HYDRO_TEST_STEPS:-500}" --log-every 1 --pg-timeout 3 "${model[@]}")
 note "reference: $tasks task(s), never suspended"
 want=$(reference_run -n "$tasks" --hydro-pause=on -- "${args[@]}")
 note "reference weights_digest=$want"

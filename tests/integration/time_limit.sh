@@ -20,7 +20,7 @@ esac
 
 steps=${HYDRO_TEST_STEPS:-4000}
 work=$(mktemp -d /tmp/hydro-it.XXXXXX)
-args=(--steps "$steps" --log-every 25 --pg-timeout 300)
+args=(--steps "$steps" --log-every 25 --pg-timeout 300 "${model[@]}")
 if [ "$tasks" = 1 ]; then
   run=(exec)  # hydro-launch is the batch shell
 else

@@ -21,7 +21,7 @@ start_cluster "$proctrack"
 
 work=$(mktemp -d /tmp/hydro-it.XXXXXX)
 hold=8 pg_timeout=5
-args=(--steps "${HYDRO_TEST_STEPS:-600}" --log-every 10 --pg-timeout "$pg_timeout")
+args=(--steps "${HYDRO_TEST_STEPS:-600}" --log-every 10 --pg-timeout "$pg_timeout" "${model[@]}")
 run=("$torchrun" --standalone --nproc-per-node=2 --max-restarts=3 "$train")
 digests() { grep -oE 'weights_digest=[0-9a-f]+' "$1" | cut -d= -f2 | sort | uniq -c | awk '{print $1, $2}'; }
 

@@ -10,7 +10,7 @@ start_cluster "$proctrack"
 steps=${HYDRO_TEST_STEPS:-3000}
 work=$(mktemp -d /tmp/hydro-it.XXXXXX)
 chmod 0777 "$work"
-args=(--steps "$steps" --log-every 25)
+args=(--steps "$steps" --log-every 25 "${model[@]}")
 ctl=$build/ctl/hydroctl
 for u in hydro-alice hydro-mallory; do id "$u" >/dev/null 2>&1 || useradd --no-create-home --shell /bin/sh "$u"; done
 as() { local u=$1; shift; (cd /tmp && runuser -u "$u" -- env SLURM_CONF="$SLURM_CONF" "$@"); }
