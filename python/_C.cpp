@@ -179,14 +179,6 @@ std::function<StreamWriter()> capturer(py::function capture) {
   };
 }
 
-// Deleting a Runtime joins its background threads and may wait for peer ranks: not with the GIL.
-struct ReleaseGilDelete {
-  void operator()(Runtime* rt) const {
-    py::gil_scoped_release nogil;
-    delete rt;
-  }
-};
-
 py::dict settings_dict(const Settings& s) {
   py::dict d;
   d["pause"] = s.pause;

@@ -7,6 +7,17 @@
 
 namespace hydro {
 
+// The deleter of a bound object whose destruction may block: a Runtime joins its background threads
+// and may wait for peer ranks; a staged checkpoint or shard closes files, joins a write-behind
+// thread or removes a staging directory. Never with the GIL.
+struct ReleaseGilDelete {
+  template <typename T>
+  void operator()(T* p) const {
+    pybind11::gil_scoped_release nogil;
+    delete p;
+  }
+};
+
 // A failed Status as Python's OSError (the message names the file); throws.
 [[noreturn]] void raise_os_error(const Status& s);
 // Nothing for an ok Status; else ValueError for bad input, OSError for the rest.

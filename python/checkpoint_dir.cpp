@@ -25,16 +25,6 @@ namespace {
 
 using FileRecord = std::tuple<std::string, uint64_t, uint64_t>;  // name, size, xxh64
 
-// Dropping one of these closes files, joins a write-behind thread or removes a staging directory:
-// not with the GIL.
-struct ReleaseGilDelete {
-  template <typename T>
-  void operator()(T* p) const {
-    py::gil_scoped_release nogil;
-    delete p;
-  }
-};
-
 // One checkpoint of `step` staged in `root`, which its creator commits once every shard's files
 // are written and their records added. Dropped without commit(), it removes the staging directory.
 class StagedCheckpoint {

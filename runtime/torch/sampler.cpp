@@ -13,7 +13,7 @@
 namespace hydro {
 namespace {
 
-[[noreturn]] void fail(const std::string& what) { throw std::runtime_error("hydro: sampler: " + what); }
+[[noreturn]] void sampler_fail(const std::string& what) { throw std::runtime_error("hydro: sampler: " + what); }
 
 void check(const Status& s) { throw_if_error(s); }
 
@@ -109,7 +109,7 @@ void InterruptibleDistributedSampler::advance(size_t n) {
   std::lock_guard<std::mutex> lock(s.mu);
   s.lay_out(options_);
   if (n > s.order.size() - s.taken)
-    fail("advance(" + std::to_string(n) + ") goes past the end of epoch " + std::to_string(s.epoch) + ": " +
+    sampler_fail("advance(" + std::to_string(n) + ") goes past the end of epoch " + std::to_string(s.epoch) + ": " +
          std::to_string(s.order.size() - s.taken) + " of this rank's samples are left");
   s.taken += n;
   s.read = std::max(s.read, s.taken);
@@ -174,7 +174,7 @@ SamplerPosition InterruptibleDistributedSampler::position() const {
 
 void InterruptibleDistributedSampler::restore(const SamplerPosition& saved) {
   auto differs = [](const std::string& what, const std::string& was, const std::string& now) {
-    fail("the checkpoint's " + what + " " + was + " differs from this sampler's " + now + ": resume with the same " +
+    sampler_fail("the checkpoint's " + what + " " + was + " differs from this sampler's " + now + ": resume with the same " +
          what);
   };
   auto flag = [](bool b) { return std::string(b ? "true" : "false"); };
@@ -211,7 +211,7 @@ void InterruptibleDistributedSampler::load(torch::serialize::InputArchive& archi
   for (size_t i = 0; i < std::size(kKeys); ++i) {
     torch::Tensor t;
     if (!archive.try_read(kKeys[i], t) || t.numel() != 1)
-      fail(std::string("the checkpoint holds no interruptible sampler state ('") + kKeys[i] +
+      sampler_fail(std::string("the checkpoint holds no interruptible sampler state ('") + kKeys[i] +
            "' is missing): was it saved by another kind of sampler?");
     v[i] = t.item<int64_t>();
   }

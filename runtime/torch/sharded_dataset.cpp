@@ -11,12 +11,12 @@
 namespace hydro {
 namespace {
 
-[[noreturn]] void fail(const std::string& what) { throw std::runtime_error("hydro: sharded dataset: " + what); }
+[[noreturn]] void dataset_fail(const std::string& what) { throw std::runtime_error("hydro: sharded dataset: " + what); }
 
 // The regular files in `folder`, not hidden.
 std::vector<std::string> sample_names(const std::string& folder) {
   DIR* d = ::opendir(folder.c_str());
-  if (!d) fail("cannot open folder '" + folder + "': " + std::strerror(errno));
+  if (!d) dataset_fail("cannot open folder '" + folder + "': " + std::strerror(errno));
   std::vector<std::string> names;
   while (struct dirent* e = ::readdir(d)) {
     std::string name = e->d_name;
@@ -41,17 +41,17 @@ ShardedFileDataset::ShardedFileDataset(std::string folder, ShardSpec spec) {
 
 torch::data::Example<> ShardedFileDataset::get(size_t index) {
   if (index >= files_.size())
-    fail("index " + std::to_string(index) + " is outside this rank's " + std::to_string(files_.size()) + " samples");
+    dataset_fail("index " + std::to_string(index) + " is outside this rank's " + std::to_string(files_.size()) + " samples");
   const std::string& path = files_[index];
   torch::Tensor data, target;
   try {
     torch::serialize::InputArchive archive;
     archive.load_from(path);
     if (!archive.try_read("0", data))
-      fail("sample file '" + path + "' holds no tensor: save one with torch::save(tensor, path)");
+      dataset_fail("sample file '" + path + "' holds no tensor: save one with torch::save(tensor, path)");
     archive.try_read("1", target);
   } catch (const c10::Error& e) {
-    fail("cannot read sample file '" + path + "': " + e.what_without_backtrace());
+    dataset_fail("cannot read sample file '" + path + "': " + e.what_without_backtrace());
   }
   return {data, target};
 }

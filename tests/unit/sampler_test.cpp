@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "error_of.h"
 #include "hydro/sampler.h"
 #include "python_oracle.h"
 
@@ -47,14 +48,7 @@ void round_trip(const InterruptibleDistributedSampler& from, InterruptibleDistri
   into.load(in);
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using test::error_of;
 
 TEST(Sampler, PythonHasTorch) {
   // Never skipped: without python3-torch the comparisons below cannot run.

@@ -8,6 +8,7 @@
 #include <functional>
 #include <set>
 
+#include "error_of.h"
 #include "fault_fs.h"
 #include "hydro/sampler.h"
 #include "hydro/sharded_dataset.h"
@@ -28,14 +29,7 @@ void write_samples(const std::string& dir, int n) {
   }
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using test::error_of;
 
 TEST(ShardedDataset, EachRankReadsItsOwnDisjointShard) {
   test::TempDir t;
