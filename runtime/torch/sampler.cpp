@@ -110,7 +110,7 @@ void InterruptibleDistributedSampler::advance(size_t n) {
   s.lay_out(options_);
   if (n > s.order.size() - s.taken)
     sampler_fail("advance(" + std::to_string(n) + ") goes past the end of epoch " + std::to_string(s.epoch) + ": " +
-         std::to_string(s.order.size() - s.taken) + " of this rank's samples are left");
+                 std::to_string(s.order.size() - s.taken) + " of this rank's samples are left");
   s.taken += n;
   s.read = std::max(s.read, s.taken);
 }
@@ -174,8 +174,8 @@ SamplerPosition InterruptibleDistributedSampler::position() const {
 
 void InterruptibleDistributedSampler::restore(const SamplerPosition& saved) {
   auto differs = [](const std::string& what, const std::string& was, const std::string& now) {
-    sampler_fail("the checkpoint's " + what + " " + was + " differs from this sampler's " + now + ": resume with the same " +
-         what);
+    sampler_fail("the checkpoint's " + what + " " + was + " differs from this sampler's " + now +
+                 ": resume with the same " + what);
   };
   auto flag = [](bool b) { return std::string(b ? "true" : "false"); };
   std::lock_guard<std::mutex> lock(state_->mu);
@@ -212,7 +212,7 @@ void InterruptibleDistributedSampler::load(torch::serialize::InputArchive& archi
     torch::Tensor t;
     if (!archive.try_read(kKeys[i], t) || t.numel() != 1)
       sampler_fail(std::string("the checkpoint holds no interruptible sampler state ('") + kKeys[i] +
-           "' is missing): was it saved by another kind of sampler?");
+                   "' is missing): was it saved by another kind of sampler?");
     v[i] = t.item<int64_t>();
   }
   restore({v[0], v[1], static_cast<uint64_t>(v[2]), v[3], v[4], v[5] != 0, v[6] != 0});

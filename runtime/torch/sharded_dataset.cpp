@@ -41,7 +41,8 @@ ShardedFileDataset::ShardedFileDataset(std::string folder, ShardSpec spec) {
 
 torch::data::Example<> ShardedFileDataset::get(size_t index) {
   if (index >= files_.size())
-    dataset_fail("index " + std::to_string(index) + " is outside this rank's " + std::to_string(files_.size()) + " samples");
+    dataset_fail("index " + std::to_string(index) + " is outside this rank's " + std::to_string(files_.size()) +
+                 " samples");
   const std::string& path = files_[index];
   torch::Tensor data, target;
   try {
