@@ -105,8 +105,8 @@ endfunction()
 
 # Several files of a target compiled as one (CMake's unity build, batches of HYDRO_TORCH_UNITY
 # files): libtorch's inline templates that each file instantiates are then compiled once a batch,
-# not once a file. hydro_runtime's 16 files from cold, ccache off, on the 2-CPU VM: 154 s of CPU
-# in batches of 8 against 329 s one by one (docs/design.md). 1 compiles each file alone, as a
+# not once a file. The oldest tier's whole build from cold, ccache off, on the 2-CPU VM: 537 s of
+# CPU in batches of 8 against 801 s one by one (docs/design.md). 1 compiles each file alone, as a
 # change to one file then recompiles that file only. The files of a target share no names in
 # their anonymous namespaces, as a batch needs.
 set(HYDRO_TORCH_UNITY 8 CACHE STRING "Files of a target that includes libtorch compiled as one (1: each alone)")
