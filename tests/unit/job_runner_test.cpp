@@ -11,6 +11,7 @@
 #include <fstream>
 #include <thread>
 
+#include "error_of.h"
 #include "fault_fs.h"
 #include "gloo_backend.h"
 #include "hydro/checkpoint_dir.h"
@@ -265,14 +266,7 @@ TEST_F(JobRunnerTest, TheReducerMakesTheHistory) {
   EXPECT_EQ(runner.history()[1].metrics.at("loss").count, 2 * kStepsPerEpoch);
 }
 
-std::string thrown_by(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::runtime_error& e) {
-    return e.what();
-  }
-  return "(nothing thrown)";
-}
+using test::error_of;
 
 TEST_F(JobRunnerTest, MisuseThrowsNamingTheCall) {
   test::TempDir t;
@@ -280,23 +274,23 @@ TEST_F(JobRunnerTest, MisuseThrowsNamingTheCall) {
   Process p(t.path, 1);
   JobRunner runner(p.rt, quiet());
   Job none = p.job(calls);
-  EXPECT_EQ(thrown_by([&] { runner.run(none); }),
+  EXPECT_EQ(error_of([&] { runner.run(none); }),
             "hydro: invalid argument: the Job has no stop condition: call epoch_limiter(n) or stop_when(...)");
   Job empty;
   empty.epoch_limiter(1);
-  EXPECT_EQ(thrown_by([&] { runner.run(empty); }),
+  EXPECT_EQ(error_of([&] { runner.run(empty); }),
             "hydro: invalid argument: Job::epoch is not set: it runs one epoch's steps");
-  EXPECT_EQ(thrown_by([&] { empty.epoch_limiter(-1); }),
+  EXPECT_EQ(error_of([&] { empty.epoch_limiter(-1); }),
             "hydro: invalid argument: Job::epoch_limiter(-1): must be >= 0");
-  EXPECT_EQ(thrown_by([&] { JobRunner second(p.rt, quiet()); }),
+  EXPECT_EQ(error_of([&] { JobRunner second(p.rt, quiet()); }),
             "hydro: invalid argument: track(): 'hydro_job' is tracked twice");
   Job skips;
   skips.epoch_limiter(1);
   skips.epoch = [](int64_t, JobContext& ctx) { ctx.step_end(2); };
-  EXPECT_EQ(thrown_by([&] { runner.run(skips); }),
+  EXPECT_EQ(error_of([&] { runner.run(skips); }),
             "hydro: invalid argument: JobContext::step_end(2) in epoch 0: expected 1, the steps done in this epoch "
             "(epoch_step() + 1)");
-  EXPECT_EQ(thrown_by([&] { runner.run(skips); }),
+  EXPECT_EQ(error_of([&] { runner.run(skips); }),
             "hydro: invalid argument: JobRunner::run() runs one job: make a new Runtime and JobRunner");
 }
 
@@ -346,7 +340,7 @@ TEST(AllReduceMetrics, DifferentNamesThrowOnEveryRankNamingBoth) {
   std::string err[2];
   std::vector<std::thread> threads;
   for (int r = 0; r < 2; ++r)
-    threads.emplace_back([&, r] { err[r] = thrown_by([&] { all_reduce_metrics(*groups[r], local[r]); }); });
+    threads.emplace_back([&, r] { err[r] = error_of([&] { all_reduce_metrics(*groups[r], local[r]); }); });
   for (auto& t : threads) t.join();
   for (int r = 0; r < 2; ++r)
     EXPECT_EQ(err[r],
