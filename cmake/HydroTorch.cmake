@@ -103,22 +103,9 @@ function(hydro_torch_pch target)
   target_compile_options(${target} PRIVATE -fPIC)
 endfunction()
 
-# Several files of a target compiled as one (CMake's unity build, batches of HYDRO_TORCH_UNITY
-# files): libtorch's inline templates that each file instantiates are then compiled once a batch,
-# not once a file. The oldest tier's whole build from cold, ccache off, on the 2-CPU VM: 537 s of
-# CPU in batches of 8 against 801 s one by one (docs/design.md). 1 compiles each file alone, as a
-# change to one file then recompiles that file only. The files of a target share no names in
-# their anonymous namespaces, as a batch needs.
-set(HYDRO_TORCH_UNITY 8 CACHE STRING "Files of a target that includes libtorch compiled as one (1: each alone)")
-if(NOT HYDRO_TORCH_UNITY MATCHES "^[1-9][0-9]*$")
-  message(FATAL_ERROR "HYDRO_TORCH_UNITY must be a count of files (1: each alone), not '${HYDRO_TORCH_UNITY}'")
-endif()
-
 # hydro_torch_target TARGET: what a target whose files include libtorch is compiled with: the
-# precompiled torch/torch.h and the batches above.
+# precompiled torch/torch.h and the batches of cmake/HydroUnity.cmake.
 function(hydro_torch_target target)
   hydro_torch_pch(${target})
-  if(HYDRO_TORCH_UNITY GREATER 1)
-    set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE ${HYDRO_TORCH_UNITY})
-  endif()
+  hydro_unity_target(${target})
 endfunction()

@@ -3,12 +3,11 @@
 #include <sys/wait.h>
 
 #include "hydro/log.h"
+#include "say.h"
 #include "resume.h"
 
 namespace hydro::launcher {
 namespace {
-
-void say(const std::string& m) { log_line("hydro-launch", m); }
 
 // How long a task waits for its peers in the restart group: to connect, and for every task's
 // program to have ended. Only a peer whose hydro-launch is gone makes a task wait this long.

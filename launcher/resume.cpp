@@ -8,13 +8,12 @@
 #include "hydro/checkpoint_dir.h"
 #include "hydro/dist_env.h"
 #include "hydro/log.h"
+#include "say.h"
 #include "hydro/settings.h"
 #include "hydro/setting_schema.h"
 
 namespace hydro::launcher {
 namespace {
-
-void say(const std::string& m) { log_line("hydro-launch", m); }
 
 // Whether `found` (verified) holds this task's rank's shard. A node-local directory holds only the
 // shards of the ranks that ran on this host; after a requeue onto other hosts it may hold other

@@ -20,6 +20,7 @@
 #include "resume.h"
 #include "hydro/dist_env.h"
 #include "hydro/log.h"
+#include "say.h"
 #include "hydro/exit_codes.h"
 #include "hydro/signal_map.h"
 #include "generations.h"
@@ -42,8 +43,6 @@ namespace {
 constexpr int kAlwaysForwarded[] = {SIGTSTP, SIGCONT, SIGTERM, SIGINT, SIGHUP, SIGQUIT};
 
 }  // namespace
-
-void say(const std::string& m) { log_line("hydro-launch", m); }
 
 int Supervisor::take_signals() {
   sigset_t handled;

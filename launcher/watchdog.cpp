@@ -12,13 +12,12 @@
 #include <cstring>
 
 #include "hydro/log.h"
+#include "say.h"
 #include "hydro/signal_map.h"
 #include "process_info.h"
 
 namespace hydro::launcher {
 namespace {
-
-void say(const std::string& m) { log_line("hydro-launch", m); }
 
 // A request longer than this (torch's client refuses more than PIPE_BUF) is dropped.
 constexpr size_t kMaxLine = 64 * 1024;
