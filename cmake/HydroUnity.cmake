@@ -1,8 +1,8 @@
 # Several files of a target compiled as one (CMake's unity build, batches of HYDRO_UNITY files):
 # the inline templates that each file instantiates (libtorch's, nlohmann-json's, yaml-cpp's) are
 # then compiled once a batch, not once a file. On the 2-CPU VM, cold, ccache off: the oldest tier's
-# whole build took 537 s of CPU in batches of 8 against 801 s one by one; the core and the tools'
-# libraries 76 s against 172 s (docs/design.md). 1 compiles each file alone, as a change to one
+# whole build took 537 s of CPU in batches of 8 against 801 s one by one; the libraries without
+# libtorch 79 s against 155 s (docs/design.md). 1 compiles each file alone, as a change to one
 # file then recompiles that file only. The files of a target share no names in their anonymous
 # namespaces, as a batch needs.
 set(HYDRO_UNITY 8 CACHE STRING "Files of a library compiled as one (1: each alone)")
