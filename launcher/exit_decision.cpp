@@ -3,7 +3,7 @@
 #include <cstdlib>
 
 #include "hydro/exit_codes.h"
-#include "hydro/log.h"
+#include "say.h"
 #include "hydro/signal_map.h"
 #include "preemption.h"
 #include "supervisor.h"
@@ -113,8 +113,7 @@ ExitDecision decide_after_run(const Options& o, int wait_status, bool terminatin
   const char* restarts_env = std::getenv("SLURM_RESTART_COUNT");
   int restarts = parse_restart_count(restarts_env);
   if (restarts < 0) {
-    log_line("hydro-launch",
-             std::string("warning: SLURM_RESTART_COUNT='") + restarts_env + "' is not a number; counting 0 restarts");
+    say(std::string("warning: SLURM_RESTART_COUNT='") + restarts_env + "' is not a number; counting 0 restarts");
     restarts = 0;
   }
   ExitDecision d;

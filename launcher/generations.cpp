@@ -2,7 +2,6 @@
 
 #include <sys/wait.h>
 
-#include "hydro/log.h"
 #include "say.h"
 #include "resume.h"
 

@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "hydro/launch_ready.h"
-#include "hydro/log.h"
+#include "say.h"
 #include "hydro/settings.h"
 
 namespace hydro::launcher {
@@ -29,7 +29,7 @@ pid_t spawn(const std::vector<std::string>& command, const sigset_t& old_mask, c
   for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   ::execvp(argv[0], argv.data());
-  log_line("hydro-launch", "error: cannot run " + command[0] + ": " + std::strerror(errno));
+  say("error: cannot run " + command[0] + ": " + std::strerror(errno));
   ::_exit(127);
 }
 

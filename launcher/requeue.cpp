@@ -2,7 +2,7 @@
 
 #include <regex>
 
-#include "hydro/log.h"
+#include "say.h"
 #include "hydro/subprocess.h"
 
 namespace hydro::launcher {
@@ -18,7 +18,7 @@ bool requeued_since(const std::string& text, int restart_count) {
 Requeue requeue_job(const std::string& scontrol, const std::string& job_id, int restart_count, int* rc) {
   std::string out;
   *rc = run_capture({scontrol, "requeue", job_id}, &out);
-  if (!out.empty()) log_line("hydro-launch", scontrol + " requeue: " + out);
+  if (!out.empty()) say(scontrol + " requeue: " + out);
   if (*rc == 0) return Requeue::done;
   std::string show;
   if (run_capture({scontrol, "show", "job", job_id}, &show) == 0 && requeued_since(show, restart_count))

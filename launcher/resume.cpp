@@ -7,7 +7,6 @@
 
 #include "hydro/checkpoint_dir.h"
 #include "hydro/dist_env.h"
-#include "hydro/log.h"
 #include "say.h"
 #include "hydro/settings.h"
 #include "hydro/setting_schema.h"

@@ -19,7 +19,6 @@
 #include "hydro/checkpoint_dir.h"
 #include "resume.h"
 #include "hydro/dist_env.h"
-#include "hydro/log.h"
 #include "say.h"
 #include "hydro/exit_codes.h"
 #include "hydro/signal_map.h"

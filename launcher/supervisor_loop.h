@@ -18,10 +18,9 @@
 #include "time_limit.h"
 #include "watchdog.h"
 #include "worker_reports.h"
+#include "say.h"
 
 namespace hydro::launcher {
-
-void say(const std::string& m);
 
 // How long a checkpoint-and-exit request waits for the program's runtime to come up.
 constexpr int kReadyWaitSeconds = 60;

@@ -11,7 +11,6 @@
 #include <cstdio>
 #include <cstring>
 
-#include "hydro/log.h"
 #include "say.h"
 #include "hydro/signal_map.h"
 #include "process_info.h"
