@@ -10,6 +10,8 @@ import time
 
 import pytest
 
+from forkserver import spawn
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -74,8 +76,8 @@ def run_example(cmd, ckpt_dir, until=None, signals=()):
     """Runs an example's command with HYDRO_CKPT_DIR=ckpt_dir; with `until`, sends the first of
     `signals` once a 'step N' line with N >= until was printed, and each next one once hydro logged
     the pause the one before asked for (at an operator or a step's end). Returns (exit status, output)."""
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                         env=hydro_env({"HYDRO_CKPT_DIR": str(ckpt_dir)}))
+    p = spawn(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+              env=hydro_env({"HYDRO_CKPT_DIR": str(ckpt_dir)}))
     out, pending = [], list(signals)
     for line in p.stdout:
         out.append(line)

@@ -16,6 +16,7 @@ from torch.distributed.checkpoint.state_dict import (get_model_state_dict, get_o
 
 import hydro.dcp
 from conftest import HERE, committed, free_port, rank_env
+from forkserver import spawn
 from fsdp_model import digest, model as make_model
 from test_fsdp import dcp_digest
 
@@ -118,9 +119,9 @@ def test_no_checkpoint_is_a_clear_error(tmp_path):
 # load through hydro.dcp.Reader, which passes over step 5 once one rank's file of it is torn.
 def test_two_ranks_dcp_save_and_async_save_through_hydro(tmp_path):
     port = free_port()
-    procs = [subprocess.Popen([sys.executable, os.path.join(HERE, "dcp_save.py"), str(tmp_path / "ck")],
-                              env=rank_env(r, 2, port, tmp_path / "unused"), stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for r in range(2)]
+    procs = [spawn([sys.executable, os.path.join(HERE, "dcp_save.py"), str(tmp_path / "ck")],
+                   env=rank_env(r, 2, port, tmp_path / "unused"), stdout=subprocess.PIPE,
+                   stderr=subprocess.PIPE, text=True) for r in range(2)]
     digests = []
     for p in procs:
         out, err = p.communicate(timeout=300)

@@ -23,6 +23,7 @@ import torch
 
 import hydro
 from conftest import HERE, free_port, rank_env
+from forkserver import spawn
 
 WORKER = os.path.join(HERE, "fsdp_train.py")
 DCP_LOAD = os.path.join(HERE, "dcp_load.py")
@@ -38,8 +39,8 @@ def run(ranks, ck, extra=None, stop_at=None):
     for r in range(ranks):
         env = rank_env(r, ranks, port, ck, extra)
         steps = STEPS if stop_at is None else LONG
-        procs.append(subprocess.Popen([sys.executable, WORKER, str(steps)], env=env, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True))
+        procs.append(spawn([sys.executable, WORKER, str(steps)], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True))
     if stop_at is not None:
         for p in procs:
             for line in p.stdout:
@@ -224,8 +225,8 @@ def test_a_rank_killed_inside_a_sharded_save_leaves_the_previous_checkpoint(tmp_
     ck = tmp_path / "ck"
     port = free_port()
     extra = {"HYDRO_CKPT_MODE": mode, "HYDRO_CKPT_EVERY": "2", "FSDP_TRAIN_STOP_IN_SAVE": "2"}
-    procs = [subprocess.Popen([sys.executable, WORKER, str(LONG)], env=rank_env(r, 2, port, ck, extra),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(2)]
+    procs = [spawn([sys.executable, WORKER, str(LONG)], env=rank_env(r, 2, port, ck, extra),
+                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(2)]
     guard = threading.Timer(240, lambda: [p.kill() for p in procs])  # a rank that never stops fails the test
     guard.start()
     for line in procs[1].stdout:

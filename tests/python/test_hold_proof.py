@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from conftest import HERE, free_port, hydro_env, wait_for
+from forkserver import spawn
 
 WORKER = os.path.join(HERE, "hold_proof_worker.py")
 STEPS, SLOW = 6, 3
@@ -22,8 +23,8 @@ def start(mode, tmp_path, pause="on"):
     ranks = []
     for r in range(2):
         env = hydro_env({"HYDRO_PAUSE": pause, "HYDRO_CKPT_DIR": str(tmp_path / f"r{r}"), "PYTHONUNBUFFERED": "1"})
-        ranks.append(subprocess.Popen([sys.executable, WORKER, mode, str(r), str(port), str(STEPS), str(SLOW)],
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
+        ranks.append(spawn([sys.executable, WORKER, mode, str(r), str(port), str(STEPS), str(SLOW)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
     assert ranks[1].stdout.readline().strip() == "slow", ranks[1].communicate()
     time.sleep(0.5)  # rank 0 now waits for rank 1 inside all_reduce
     return ranks

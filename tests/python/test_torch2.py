@@ -19,6 +19,7 @@ import torch
 
 import hydro
 from conftest import HERE, hydro_env, wait_for
+from forkserver import spawn
 
 SCRIPT = os.path.join(HERE, "compiled_train.py")
 STEPS = 40
@@ -31,7 +32,7 @@ COMPILED_OPS = ("aten::mm", "aten::addmm", "aten::empty_strided")
 def run(python, env, stderr, on_step=None):
     """Runs compiled_train.py to its end or its exit; on_step(pid, n) after each step. Returns
     (exit status, digest or None)."""
-    p = subprocess.Popen([python, SCRIPT, str(STEPS)], env=env, stdout=subprocess.PIPE, stderr=stderr, text=True)
+    p = spawn([python, SCRIPT, str(STEPS)], env=env, stdout=subprocess.PIPE, stderr=stderr, text=True)
     digest = None
     for line in p.stdout:
         if line.startswith("step ") and on_step:

@@ -17,6 +17,7 @@ import torch
 
 import hydro
 from conftest import HERE, committed, free_port, rank_env, run_example, step_of, weights_digest as digest
+from forkserver import spawn
 
 EXAMPLE = os.path.join(HERE, "..", "..", "examples", "hf_trainer.py")
 # 256 sequences in batches of 16, two batches a step: 8 steps an epoch; 28 steps run into a fourth.
@@ -122,8 +123,8 @@ def run_ranks(ck, stop_at=None, extra=()):
     port, procs = free_port(), []
     for r in range(2):
         env = rank_env(r, 2, port, ck)
-        procs.append(subprocess.Popen([sys.executable, EXAMPLE, *ARGS, "--step-ms", "30" if stop_at else "0", *extra],
-                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        procs.append(spawn([sys.executable, EXAMPLE, *ARGS, "--step-ms", "30" if stop_at else "0", *extra],
+                           env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     head = []
     if stop_at is not None:
         for line in procs[0].stdout:
