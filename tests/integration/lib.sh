@@ -188,10 +188,11 @@ wait_state() {
 # last_step FILE: the last "step N" the example printed.
 last_step() { { grep -oE '^step [0-9]+' "$1" 2>/dev/null || true; } | tail -1 | cut -d' ' -f2; }
 
-# wait_steps FILE N: until the example has printed a step at least N past where it is now.
+# wait_steps FILE N [FROM]: until the example has printed a step at least N past FROM (default:
+# where it is now).
 wait_steps() {
-  local file=$1 n=$2 from i now
-  from=$(last_step "$file"); from=${from:-0}
+  local file=$1 n=$2 from=${3:-} i now
+  [ -n "$from" ] || { from=$(last_step "$file"); from=${from:-0}; }
   for ((i = 0; i < 600; i++)); do
     now=$(last_step "$file"); now=${now:-0}
     [ "$now" -ge $((from + n)) ] && return 0
@@ -288,7 +289,13 @@ submit_ranks() {
     --wrap "srun -n $rank_count bash -c 'exec $train $* >$work/rank\$SLURM_PROCID.log 2>&1'") || fail "sbatch failed"
 }
 # wait_ranks_advance N: until every rank has printed a step N past where it is now.
-wait_ranks_advance() { local r; for ((r = 0; r < rank_count; r++)); do wait_steps "$(rank_log $r)" "$1"; done; }
+# (Each rank from where it is when called: the ranks step together, so waiting for each in turn
+# from where it then is would take up to rank_count times N steps.)
+wait_ranks_advance() {
+  local r from=()
+  for ((r = 0; r < rank_count; r++)); do from+=("$(last_step "$(rank_log $r)")"); done
+  for ((r = 0; r < rank_count; r++)); do wait_steps "$(rank_log $r)" "$1" "${from[r]:-0}"; done
+}
 # wait_every_rank REGEX N [SECONDS]: until each rank has printed at least N lines matching REGEX.
 wait_every_rank() { local r; for ((r = 0; r < rank_count; r++)); do wait_count "$(rank_log $r)" "$1" "$2" "${3:-30}"; done; }
 # ranks_digest WANT: fails unless every rank printed weights_digest=WANT.

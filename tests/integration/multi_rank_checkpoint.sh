@@ -8,10 +8,12 @@ source "$(dirname "$0")/lib.sh"
 proctrack=${1:-linuxproc}
 start_cluster "$proctrack"
 
-steps=${HYDRO_TEST_STEPS:-2000}
+steps=${HYDRO_TEST_STEPS:-1000}
 work=$(mktemp -d /tmp/hydro-it.XXXXXX)
 chmod 755 "$work"
-args=(--steps "$steps" --log-every 10 --pg-timeout 300)
+# The narrow model (lib.sh's model); the first srun of each job steps no faster than 20 ms, so that
+# it is still training when SIGTERM lands, and the second, which runs to the end, unpaced.
+args=(--steps "$steps" --log-every 10 --pg-timeout 300 "${model[@]}")
 rank_log() { echo "$work/$1.rank$2.log"; }
 
 note "reference: two ranks, never interrupted"
@@ -21,12 +23,12 @@ note "reference: weights_digest=$want"
 
 for mode in sync_all sync_any; do
   ck=$work/ck-$mode
-  export HYDRO_CKPT_DIR=$ck HYDRO_CKPT_EVERY=500 HYDRO_CKPT_MODE=$mode HYDRO_STORE_TIMEOUT=60
+  export HYDRO_CKPT_DIR=$ck HYDRO_CKPT_EVERY=250 HYDRO_CKPT_MODE=$mode HYDRO_STORE_TIMEOUT=60
   # srun exits 75 (hydro::kExitRequeue) when the ranks checkpointed on SIGTERM: run them again.
   cat >"$work/$mode.sh" <<SCRIPT
 #!/bin/bash
 for attempt in 1 2 3; do
-  srun -n 2 bash -c 'exec $train ${args[*]} >>$work/$mode.rank\$SLURM_PROCID.log 2>&1'
+  srun -n 2 bash -c "exec $train ${args[*]} --step-ms \$((attempt == 1 ? 20 : 0)) >>$work/$mode.rank\\\$SLURM_PROCID.log 2>&1"
   rc=\$?
   [ \$rc = 0 ] && exit 0
   [ \$rc = 75 ] || exit \$rc
@@ -35,9 +37,9 @@ exit 1
 SCRIPT
   export HYDRO_TEST_LOGS="$(rank_log "$mode" 0) $(rank_log "$mode" 1) $work/$mode.batch.log"
   job=$(sbatch --parsable -n 2 -o "$work/$mode.batch.log" "$work/$mode.sh") || fail "sbatch failed"
-  note "$mode: job $job: srun -n 2, a checkpoint every 500 steps"
+  note "$mode: job $job: srun -n 2, a checkpoint every 250 steps"
   wait_state "$job" RUNNING
-  wait_for "$(rank_log "$mode" 1)" '^step 6[0-9]0' 120
+  wait_for "$(rank_log "$mode" 1)" '^step 3[0-9]0' 120
   note "$mode: SIGTERM to the job's steps (scancel --signal=TERM)"
   scancel --signal=TERM "$job"
   wait_state "$job" COMPLETED 600

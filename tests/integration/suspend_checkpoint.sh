@@ -14,9 +14,11 @@ tasks=${2:-1}
 nodes=${3:-1}  # 2 or more: the tasks spread over that many hosts (scripts/slurm-local --nodes)
 start_spread "$proctrack" "$tasks" "$nodes"
 
-steps=${HYDRO_TEST_STEPS:-4000}
+# The narrow model (lib.sh's model); the job's first run steps no faster than 20 ms (paced), so that
+# it is still training when the suspend lands, and after the requeue runs unpaced to the end.
+steps=${HYDRO_TEST_STEPS:-2000}
 work=$(mktemp -d /tmp/hydro-it.XXXXXX)
-args=(--steps "$steps" --log-every 25 --pg-timeout 300 "${program_args[@]}")
+args=(--steps "$steps" --log-every 25 --pg-timeout 300 "${program_args[@]}" "${model[@]}")
 log=$work/job.log
 if [ "$tasks" = 1 ]; then
   run="exec" wake=(-b)  # hydro-launch is the batch shell
@@ -32,7 +34,7 @@ want=$(reference_run "${shape[@]}" -- "${args[@]}") || fail "no weights_digest i
 cat >"$work/job.sh" <<JOB
 #!/bin/bash
 echo "restart count: \${SLURM_RESTART_COUNT:-0}"
-$run "$launch" -- "$train" ${args[*]}
+$run "$launch" -- "$train" ${args[*]} --step-ms $(paced 20)
 JOB
 export HYDRO_TEST_LOGS=$log
 job=$(sbatch --parsable --requeue --open-mode=append "${shape[@]}" --hydro-pause=on -o "$log" "$work/job.sh") ||
