@@ -265,7 +265,7 @@ Status CheckpointGroup::leave(std::chrono::milliseconds limit, int* missing) {
   *missing = 0;
   HYDRO_RETURN_IF_ERROR(store_.add(space_ + "/left", 1, &left));
   if (rank_ != 0) return Status::OK();
-  RunningDeadline deadline(limit);
+  RunningDeadline deadline(std::min(limit, timeout_));
   while (left < world_) {
     if (deadline.passed()) {
       *missing = static_cast<int>(world_ - left);

@@ -47,6 +47,16 @@ TEST(CheckpointGroupLeave, ARankThatNeverLeavesIsReportedAfterTheLimit) {
   EXPECT_EQ(missing, 2);
 }
 
+// A rank killed before it left is waited for no longer than any other wait of the group.
+TEST(CheckpointGroupLeave, ARankThatNeverLeavesIsWaitedForNoLongerThanTheGroupsTimeout) {
+  test::MemoryStore store;
+  CheckpointGroup r0(store, 0, 2, "h", std::chrono::milliseconds(100));
+  int missing = 0;
+  Status st = r0.leave(std::chrono::hours(1), &missing);
+  EXPECT_EQ(st.message(), "1 rank(s) did not finish");
+  EXPECT_EQ(missing, 1);
+}
+
 // Under hydro-launch each task's HYDRO_RESUME_FROM is what its own node's directory holds. The
 // ranks resume together from what every rank has, whatever each launcher chose.
 std::vector<ResumeChoice> choose_on_nodes(const std::vector<std::set<int64_t>>& held, const TempDir& t) {

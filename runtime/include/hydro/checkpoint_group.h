@@ -105,7 +105,8 @@ class CheckpointGroup {
   // that is not shared. Removing old checkpoints from its view of the root is then its task.
   bool committed_last() const { return committed_last_; }
 
-  // Called by every rank as it finishes. Rank 0 serves the store, so it waits (up to `limit`)
+  // Called by every rank as it finishes. Rank 0 serves the store, so it waits (up to `limit`, and
+  // never longer than the group's timeout, after which every other wait takes a rank for dead)
   // until every rank has left: a rank still reading the last vote's result must not find the
   // store gone. Other ranks return at once. Returns Code::not_found if some rank never left.
   Status leave(std::chrono::milliseconds limit, int* missing);
