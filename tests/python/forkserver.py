@@ -9,8 +9,8 @@ the environment and the directory, with stdin, stdout and stderr passed as descr
 (SCM_RIGHTS); the reply is the child's pid, and later its wait status. The child is the server's
 child, so the test signals it by its pid as it would a Popen's.
 
-Only what a fresh interpreter would run the same way is forked (conftest.spawn checks, and runs
-anything else with subprocess.Popen): the environment may differ from the server's in hydro's,
+Only what a fresh interpreter would run the same way is forked (spawn checks, in server_for, and
+runs anything else with subprocess.Popen): the environment may differ from the server's in hydro's,
 the ranks', PYTHONUNBUFFERED and pytest's PYTEST_CURRENT_TEST only, since a library reads its own at import (OpenMP, torch);
 and never with HYDRO_PAUSE=on, whose hydro-autopause.pth acts at interpreter start. The server
 forks only while it runs one Python thread. What stays shared: str hashes' seed and numpy's global
@@ -94,8 +94,9 @@ def serve(sock):
                 request, fds = receive(sock)
                 if request is None:
                     end(children)
-                if python_threads() != 1:
-                    send(sock, {"refused": f"the server runs {python_threads()} Python threads"})
+                threads = python_threads()
+                if threads != 1:
+                    send(sock, {"refused": f"the server runs {threads} Python threads"})
                     close_all(fds)
                     continue
                 pid = os.fork()
@@ -168,10 +169,10 @@ class Server:
 
     def __init__(self, script, env):
         import subprocess
-        self.env, self.statuses = dict(env), {}
+        self.statuses = {}
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.process = subprocess.Popen([sys.executable, os.path.abspath(__file__), script, str(theirs.fileno())],
-                                        env=self.env, stdin=subprocess.DEVNULL, pass_fds=[theirs.fileno()])
+                                        env=env, stdin=subprocess.DEVNULL, pass_fds=[theirs.fileno()])
         theirs.close()
         self.ready = self.reply() == {"ready": True}
 
@@ -182,14 +183,6 @@ class Server:
             if message is None or "status" not in message:
                 return message
             self.statuses[message["pid"]] = message["status"]
-
-    def forks(self, argv, env):
-        """Whether `argv` in `env` runs as it would in a fresh interpreter (above)."""
-        if not self.ready or len(argv) < 2 or argv[0] != sys.executable or not argv[1].endswith(".py"):
-            return False
-        if env.get("HYDRO_PAUSE") == "on":
-            return False
-        return all(may_differ(k) for k in set(env) | set(self.env) if env.get(k) != self.env.get(k))
 
     def start(self, argv, env, cwd, fds):
         """A child running argv, or None where the server refused."""
@@ -281,11 +274,11 @@ servers = {}  # (script, the environment less may_differ's names) -> Server
 
 def spawn(argv, env=None, stdin=None, stdout=None, stderr=None, text=False, cwd=None):
     """subprocess.Popen(argv, ...), forked by the script's server where that runs it as a fresh
-    interpreter would (Server.forks); else subprocess.Popen itself."""
+    interpreter would (server_for); else subprocess.Popen itself."""
     import subprocess
     env = dict(os.environ if env is None else env)
     server = server_for(argv, env)
-    fds, ours, opened = stdio(stdin, stdout, stderr) if server and server.forks(argv, env) else ([], {}, [])
+    fds, ours, opened = stdio(stdin, stdout, stderr) if server else ([], {}, [])
     pid = server.start(argv, env, cwd, fds) if fds else None
     close_all(opened)  # the child's ends
     if pid is None:
@@ -323,14 +316,18 @@ def stdio(stdin, stdout, stderr):
 
 
 def server_for(argv, env):
-    """The running server for argv's script in env (started now if none), or None (also with
-    HYDRO_TEST_FORK=0 in the test's environment: every child by subprocess.Popen, to compare)."""
-    if os.environ.get("HYDRO_TEST_FORK") == "0" or len(argv) < 2 or not argv[1].endswith(".py"):
+    """The running server that forks `argv` in `env` as a fresh interpreter would run it (started
+    now if none): one whose environment is env's but for may_differ's names, which the key holds.
+    None for what it would not (above; also with HYDRO_TEST_FORK=0 in the test's environment:
+    every child by subprocess.Popen, to compare)."""
+    if os.environ.get("HYDRO_TEST_FORK") == "0" or len(argv) < 2 or argv[0] != sys.executable:
         return None
     base = {k: v for k, v in env.items() if not may_differ(k)}
+    if not argv[1].endswith(".py") or base.get("HYDRO_PAUSE") == "on":
+        return None
     key = (os.path.abspath(argv[1]), tuple(sorted(base.items())))
     if key not in servers:
-        if len(servers) == MAX_SERVERS or base.get("HYDRO_PAUSE") == "on":
+        if len(servers) == MAX_SERVERS:
             return None
         servers[key] = Server(key[0], base)
     return servers[key] if servers[key].ready else None

@@ -43,7 +43,7 @@ def test_its_exit_status_is_a_fresh_interpreters():
 
 def test_a_child_in_another_environment_is_forked_by_a_server_started_in_that_one():
     # A library reads its own variables at import (OpenMP, torch), so a child's may differ from
-    # its server's only in hydro's, the ranks' and PYTHONUNBUFFERED.
+    # its server's only in hydro's, the ranks', PYTHONUNBUFFERED and PYTEST_CURRENT_TEST.
     (p, out, _), (_, fresh_out, _) = run(["exit", "0"], {"OTHER": "1"})
     assert type(p) is forkserver.Child and out == fresh_out and "env given 1" in out, out
     assert p.server is not run(["exit", "0"])[0][0].server

@@ -5,7 +5,9 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <string>
 #include <thread>
+#include <utility>
 
 #include "fault_fs.h"
 #include "hydro/checkpoint_group.h"
@@ -38,23 +40,25 @@ TEST(CheckpointGroupLeave, RankZeroWaitsForEveryRankOthersDoNot) {
   EXPECT_TRUE(done);
 }
 
-TEST(CheckpointGroupLeave, ARankThatNeverLeavesIsReportedAfterTheLimit) {
+// Rank 0 of `world` ranks (the group's timeout `timeout`) leaving while no other rank ever does:
+// what leave(limit) says, and the count of ranks it names missing.
+std::pair<std::string, int> leave_alone(int world, std::chrono::milliseconds timeout, std::chrono::milliseconds limit) {
   test::MemoryStore store;
-  CheckpointGroup r0(store, 0, 3, "h", std::chrono::seconds(5));
+  CheckpointGroup r0(store, 0, world, "h", timeout);
   int missing = 0;
-  Status st = r0.leave(std::chrono::milliseconds(100), &missing);
-  EXPECT_EQ(st.message(), "2 rank(s) did not finish");
-  EXPECT_EQ(missing, 2);
+  Status st = r0.leave(limit, &missing);
+  return {st.message(), missing};
+}
+
+TEST(CheckpointGroupLeave, ARankThatNeverLeavesIsReportedAfterTheLimit) {
+  EXPECT_EQ(leave_alone(3, std::chrono::seconds(5), std::chrono::milliseconds(100)),
+            std::make_pair(std::string("2 rank(s) did not finish"), 2));
 }
 
 // A rank killed before it left is waited for no longer than any other wait of the group.
 TEST(CheckpointGroupLeave, ARankThatNeverLeavesIsWaitedForNoLongerThanTheGroupsTimeout) {
-  test::MemoryStore store;
-  CheckpointGroup r0(store, 0, 2, "h", std::chrono::milliseconds(100));
-  int missing = 0;
-  Status st = r0.leave(std::chrono::hours(1), &missing);
-  EXPECT_EQ(st.message(), "1 rank(s) did not finish");
-  EXPECT_EQ(missing, 1);
+  EXPECT_EQ(leave_alone(2, std::chrono::milliseconds(100), std::chrono::hours(1)),
+            std::make_pair(std::string("1 rank(s) did not finish"), 1));
 }
 
 // Under hydro-launch each task's HYDRO_RESUME_FROM is what its own node's directory holds. The
