@@ -6,17 +6,21 @@
 # ending bit-for-bit: suspend_requeue.sh), and the .pth hook pauses an unchanged script
 # (python_autopause.sh). One build: pip install builds the wheel it installs, and its RECORD says
 # what the wheel held.
+# Run alone, it makes the venv first, here, where pip has the network: lib.sh then runs the rest in
+# a host of its own (own_host.sh: its own network namespace), like any Slurm test, beside others.
+if [ -z "${HYDRO_TEST_PIP_DIR:-}" ]; then
+  HYDRO_TEST_PIP_DIR=$(mktemp -d /tmp/hydro-pip-venv.XXXXXX) HYDRO_TEST_PIP_OWNED=1
+  export HYDRO_TEST_PIP_DIR HYDRO_TEST_PIP_OWNED
+  "$(dirname "$0")/pip_venv.sh" "$HYDRO_TEST_PIP_DIR" || true  # its exit status is in its rc file, read below
+fi
 source "$(dirname "$0")/lib.sh"
 proctrack=${1:-cgroup}
 work=$(mktemp -d /tmp/hydro-pip.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-pip_dir=${HYDRO_TEST_PIP_DIR:-}
-if [ -n "$pip_dir" ]; then
+pip_dir=$HYDRO_TEST_PIP_DIR
+trap 'rm -rf "$work"; [ -z "${HYDRO_TEST_PIP_OWNED:-}" ] || rm -rf "$pip_dir"' EXIT
+if [ -z "${HYDRO_TEST_PIP_OWNED:-}" ]; then
   note "the venv of pip_venv.sh, run by scripts/test beside the main tier's tests, in $pip_dir"
   wait_for "$pip_dir/rc" '^[0-9]+$' 2400  # its exit status, written last
-else
-  pip_dir=$work
-  "$(dirname "$0")/pip_venv.sh" "$pip_dir"
 fi
 sed -n 's/^== //p' "$pip_dir/pip.log" | while IFS= read -r l; do note "$l"; done
 [ "$(cat "$pip_dir/rc")" = 0 ] || { tail -40 "$pip_dir/pip.log"; fail "pip_venv.sh failed (above)"; }
