@@ -11,7 +11,9 @@
 if [ -z "${HYDRO_TEST_PIP_DIR:-}" ]; then
   HYDRO_TEST_PIP_DIR=$(mktemp -d /tmp/hydro-pip-venv.XXXXXX) HYDRO_TEST_PIP_OWNED=1
   export HYDRO_TEST_PIP_DIR HYDRO_TEST_PIP_OWNED
+  trap 'rm -rf "$HYDRO_TEST_PIP_DIR"' EXIT  # killed while pip runs; after lib.sh's exec, the trap below
   "$(dirname "$0")/pip_venv.sh" "$HYDRO_TEST_PIP_DIR" || true  # its exit status is in its rc file, read below
+  trap - EXIT
 fi
 source "$(dirname "$0")/lib.sh"
 proctrack=${1:-cgroup}
