@@ -11,6 +11,7 @@
 #include <sched.h>
 #include <time.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -56,6 +57,12 @@ long g_test_pause_delay_ns = 0;
 // Test hook (HYDRO_TEST_WATCHER_DELAY_MS, read at start()): the watcher sleeps this long before it
 // passes a pause signal on, so a test can see the training thread arm the pause itself.
 long g_test_watcher_delay_ms = 0;
+// drain(): the signal bytes the handlers are writing or wrote into the pipe (counted before their
+// request, so that a thread that sees the request also sees the count), and those the watcher has
+// passed on to its listener.
+std::atomic<uint64_t> g_sent{0};
+std::atomic<uint64_t> g_passed{0};
+thread_local bool t_watcher = false;
 
 // A handler installed before ours (never SIG_DFL: that would stop or kill us).
 void chain_to_previous(int signo, siginfo_t* info, void* ucontext) {
@@ -80,6 +87,7 @@ void handler(int signo, siginfo_t* info, void* ucontext) {
   const int a = g_action[signo].load(std::memory_order_relaxed) - 1;
   PauseGate& gate = PauseGate::instance();
   while (g_handling.test_and_set(std::memory_order_acquire)) ::sched_yield();  // another thread's handler
+  if (g_pipe[1] >= 0) g_sent.fetch_add(1, std::memory_order_acq_rel);
   if (a == static_cast<int>(Action::pause)) {
     gate.note_pause_signal(signo);
     if (g_test_pause_delay_ns > 0) {
@@ -97,8 +105,8 @@ void handler(int signo, siginfo_t* info, void* ucontext) {
     gate.request_checkpoint();
   if (g_pipe[1] >= 0) {
     unsigned char b = static_cast<unsigned char>(signo);
-    ssize_t ignored = ::write(g_pipe[1], &b, 1);  // full pipe: the watcher is behind; fine
-    (void)ignored;
+    // A full pipe: the watcher is behind, and the request stands; only its line is lost.
+    if (::write(g_pipe[1], &b, 1) != 1) g_sent.fetch_sub(1, std::memory_order_acq_rel);
   }
   g_handling.clear(std::memory_order_release);
   if (!g_chain_off[signo].load(std::memory_order_acquire)) chain_to_previous(signo, info, ucontext);
@@ -117,6 +125,7 @@ struct sigaction our_action(const sigset_t& ours) {
 }
 
 void watch(SignalBridge::Listener listener) {
+  t_watcher = true;
   for (;;) {
     unsigned char buf[64];
     ssize_t n = ::read(g_pipe[0], buf, sizeof buf);
@@ -129,6 +138,7 @@ void watch(SignalBridge::Listener listener) {
       if (a == static_cast<int>(Action::pause) && g_test_watcher_delay_ms > 0)
         std::this_thread::sleep_for(std::chrono::milliseconds(g_test_watcher_delay_ms));
       if (a >= 0 && listener) listener(signo, static_cast<Action>(a));
+      g_passed.fetch_add(1, std::memory_order_acq_rel);
     }
   }
 }
@@ -268,6 +278,17 @@ std::vector<int> SignalBridge::reclaim() {
     if (::sigaction(signo, &sa, nullptr) == 0) taken.push_back(signo);
   }
   return taken;
+}
+
+void SignalBridge::drain() {
+  if (t_watcher) return;
+  const uint64_t sent = g_sent.load(std::memory_order_acquire);
+  // A bound for a watcher that cannot run at all (its listener blocked); it answers in
+  // microseconds otherwise.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (g_passed.load(std::memory_order_acquire) < std::min(sent, g_sent.load(std::memory_order_acquire)) &&
+         std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
 }
 
 bool SignalBridge::running() {

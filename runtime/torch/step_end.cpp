@@ -138,6 +138,7 @@ void Runtime::decide_checkpoint(int64_t step, StepEndPlan* plan) {
 
 // The checkpoint before an exit for a requeue, written here, before the process exits.
 void Runtime::exit_checkpoint(int64_t step) {
+  SignalBridge::drain();  // what asked for the exit ("requested by SIGTERM") is logged first
   if (settings_.checkpoint_dir.empty()) {
     log("WARNING: exit requested at step " + std::to_string(step) +
         ", but there is no checkpoint directory "

@@ -57,6 +57,22 @@ TEST_F(PauseGateTest, PauseSignalBlocksAThreadAndResumeSignalReleasesIt) {
   EXPECT_EQ(heard[1], std::make_pair(SIGUSR2, Action::resume));
 }
 
+// An exit decided on a SIGTERM logs the request first: drain() returns only once the watcher,
+// however late it runs (here its listener takes 200 ms), has passed the signal on.
+TEST_F(PauseGateTest, DrainReturnsOnceTheWatcherPassedEverySignalOn) {
+  std::atomic<int> heard{0};
+  ASSERT_TRUE(SignalBridge::start(SignalMap::defaults(), [&](int, Action) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(200));
+                ++heard;
+              }).ok());
+  ::raise(SIGTERM);
+  ASSERT_TRUE(gate.exit_requested());
+  SignalBridge::drain();
+  EXPECT_EQ(heard.load(), 1);
+  SignalBridge::drain();  // nothing new: at once
+  EXPECT_EQ(heard.load(), 1);
+}
+
 // A pause that came while the signal was blocked (as a --hydro-pause=on job starts its processes)
 // is held, not fatal, and taken once the handlers are in.
 TEST_F(PauseGateTest, APauseThatCameBeforeTheHandlersIsTakenWhenTheyStart) {

@@ -76,6 +76,10 @@ class SignalBridge {
   // task's hydro-launch, or its own time limit a moment later) cannot turn the exit status 75 into
   // death by the signal during the program's teardown.
   static void ignore_from_now_on(int signo);
+  // Returns once the watcher has passed every signal that came before the call on to its
+  // listener (which logs what each asked for), so that a decision taken on a request is logged
+  // after the request; at once on the watcher's own thread.
+  static void drain();
   // The handlers are in (start() was called, stop() not since).
   static bool running();
   // Puts hydro's handlers back on those of its signals whose handler was replaced since start()
