@@ -1,24 +1,30 @@
 # Sourced by scripts/slurm-nodes.sh (a multi-host cluster's nodes) and tests/integration/own_host.sh
-# (a Slurm test's host of its own): a cgroup v1 subtree that a set of processes sees as the root.
+# (a Slurm test's host of its own): a cgroup subtree that a set of processes sees as the root, in
+# every cgroup v1 hierarchy mounted here or, where /sys/fs/cgroup is cgroup v2 alone (the Debian
+# 13 tier's root, scripts/debian13), in that one hierarchy.
 
-# v1_hierarchies: the cgroup v1 hierarchies mounted here, one name a line (name=systemd's as
-# "systemd"), not the cgroup2 one.
-v1_hierarchies() {
+# unified_only: /sys/fs/cgroup is cgroup v2's one hierarchy, with no v1 hierarchy beside it.
+unified_only() { [ "$(stat -f -c %T /sys/fs/cgroup)" = cgroup2fs ]; }
+
+# cgroup_hierarchies: the hierarchies below /sys/fs/cgroup, one a line: each cgroup v1 one's name
+# (name=systemd's as "systemd"), not the cgroup2 one beside them; or "." where cgroup v2 is alone.
+cgroup_hierarchies() {
   local m
+  if unified_only; then echo .; return; fi
   for m in /sys/fs/cgroup/*/; do
     m=${m%/}
     mountpoint -q "$m" && [ "$(stat -f -c %T "$m")" = cgroupfs ] && basename "$m"
   done
 }
 
-# join_v1_cgroups NAME: makes cgroup NAME below the root of every hierarchy (cpuset's with its
+# join_cgroups NAME: makes cgroup NAME below the root of every hierarchy (cpuset's with its
 # parent's CPUs and memory nodes) and moves the calling shell into it.
-join_v1_cgroups() {
+join_cgroups() {
   local h d
-  for h in $(v1_hierarchies); do
+  for h in $(cgroup_hierarchies); do
     d=/sys/fs/cgroup/$h/$1
     mkdir -p "$d"
-    if [ -f "$d/cpuset.cpus" ]; then
+    if [ -f "$d/cpuset.cpus" ] && [ "$h" != . ]; then
       cat "/sys/fs/cgroup/$h/cpuset.cpus" >"$d/cpuset.cpus"
       cat "/sys/fs/cgroup/$h/cpuset.mems" >"$d/cpuset.mems"
     fi
@@ -26,11 +32,16 @@ join_v1_cgroups() {
   done
 }
 
-# remount_v1_hierarchies: in a new mount and cgroup namespace, every hierarchy mounted again, so
-# that it shows the namespace's cgroup as its root.
-remount_v1_hierarchies() {
+# remount_cgroups: in a new mount and cgroup namespace, every hierarchy mounted again, so that it
+# shows the namespace's cgroup as its root.
+remount_cgroups() {
   local h opts
-  for h in $(v1_hierarchies); do
+  for h in $(cgroup_hierarchies); do
+    if [ "$h" = . ]; then
+      umount -l /sys/fs/cgroup
+      mount -t cgroup2 cgroup2 /sys/fs/cgroup
+      continue
+    fi
     opts=$h
     [[ $h == systemd ]] && opts=none,name=systemd
     umount -l "/sys/fs/cgroup/$h"

@@ -6,12 +6,18 @@
 #   sanitize_build the sanitize tier, built with clang, AddressSanitizer and UBSan (scripts/fuzz
 #                  --build): the fuzz targets and the unit tests of the layers without libtorch
 #                  (HYDRO_SANITIZE_BUILD_DIR)
+#   debian13_root  the Debian 13 tier's root: a Debian 13 system that scripts/debian13 makes and
+#                  enters (HYDRO_DEBIAN13_ROOT)
+#   debian13_build the Debian 13 tier: its libtorch 2.6 and python3, built inside that root
+#                  (HYDRO_DEBIAN13_BUILD_DIR)
 #   venv           the virtual environment of the main tier, made by scripts/setup from
 #                  python/requirements.txt (HYDRO_VENV)
 hydro_top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${HYDRO_BUILD_DIR:-$hydro_top/build}
 oldest_build=${HYDRO_OLDEST_BUILD_DIR:-$hydro_top/build-oldest}
 sanitize_build=${HYDRO_SANITIZE_BUILD_DIR:-$hydro_top/build-sanitize}
+debian13_root=${HYDRO_DEBIAN13_ROOT:-/var/tmp/hydro-debian13}
+debian13_build=${HYDRO_DEBIAN13_BUILD_DIR:-$hydro_top/build-debian13}
 venv=${HYDRO_VENV:-$hydro_top/.venv}
 # How scripts/ builds each tier: RelWithDebInfo with line tables only (-g1), so that backtraces and
 # sanitizer reports keep their functions, files and lines, while a file that includes libtorch

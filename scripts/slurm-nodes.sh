@@ -18,7 +18,7 @@ node_name() { echo "node$1"; }
 node_ns() { echo "hydro-node$1"; }
 node_addr() { echo "$node_net.$((10 + $1))"; }
 
-source "$top/scripts/cgroup_v1.sh"  # a node's cgroups: v1_hierarchies, join_v1_cgroups, remount_v1_hierarchies
+source "$top/scripts/cgroups.sh"  # a node's cgroups: cgroup_hierarchies, join_cgroups, remount_cgroups
 
 # nodes_up N: the bridge, and per node its namespace, link, address and hosts file.
 nodes_up() {
@@ -59,7 +59,7 @@ nodes_down() {
     ip link del "$link" 2>/dev/null || true
   done
   ip link del "$node_bridge" 2>/dev/null || true
-  for h in $(v1_hierarchies); do
+  for h in $(cgroup_hierarchies); do
     for d in /sys/fs/cgroup/"$h"/hydro-node*; do
       [ -d "$d" ] || continue
       xargs -r kill -KILL <"$d/cgroup.procs" 2>/dev/null || true
@@ -80,7 +80,7 @@ nodes_start() {
   local n=$1 i
   for ((i = 1; i <= n; i++)); do
     (
-      [ "$proctrack" = cgroup ] && join_v1_cgroups "$(node_ns "$i")"
+      [ "$proctrack" = cgroup ] && join_cgroups "$(node_ns "$i")"
       local ns_opts=(--uts --mount --propagation slave)
       [ "$proctrack" = cgroup ] && ns_opts+=(--cgroup)
       exec nsenter --net="/run/netns/$(node_ns $i)" unshare "${ns_opts[@]}" -- "$top/scripts/slurm-local" _node "$i" --dir "$dir" --proctrack "$proctrack"
@@ -96,6 +96,6 @@ node_enter() {
   hostname "$name"
   mount --bind "$dir/hosts" /etc/hosts
   mount --bind "$dir/local/$name" /local
-  [ "$proctrack" != cgroup ] || remount_v1_hierarchies
+  [ "$proctrack" != cgroup ] || remount_cgroups
   exec slurmd -f "$conf" 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&-
 }

@@ -9,9 +9,9 @@
 # SCRIPT runs in network, mount and cgroup namespaces of its own. Its slurmctld, slurmd, jobs and
 # ranks listen where no other slot's see: its own loopback, and with --nodes its own bridge and
 # node namespaces (/run/netns is its own too). Its processes, Slurm's job cgroups included, are
-# under hydro-slotN in every cgroup v1 hierarchy, which it sees as the root: slurm-local's
-# clean-up of frozen jobs and of node cgroups finds only its own. Its Slurm directory is
-# /tmp/hydro-test-slurm-N. munged stays the host's, started here first (one key, one socket).
+# under hydro-slotN in every cgroup v1 hierarchy (or in cgroup v2's, where it is alone:
+# scripts/cgroups.sh), which it sees as the root: slurm-local's clean-up of frozen jobs and of node
+# cgroups finds only its own. Its Slurm directory is /tmp/hydro-test-slurm-N. munged stays the host's, started here first (one key, one socket).
 # Whatever a test that was killed left in its slot (daemons, jobs, frozen tasks) is killed before
 # the next test takes the slot, and by scripts/test at its end.
 set -euo pipefail
@@ -19,28 +19,29 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 
 die() { echo "own_host: $*" >&2; exit 1; }
 
-source "$top/scripts/cgroup_v1.sh"  # v1_hierarchies, join_v1_cgroups, remount_v1_hierarchies
+source "$top/scripts/cgroups.sh"  # cgroup_hierarchies, join_cgroups, remount_cgroups
 
 slot_cgroup() { echo "/sys/fs/cgroup/$1/hydro-slot$2"; }  # HIERARCHY SLOT
 
 # clean SLOT: every process under the slot's cgroups killed (frozen ones thawed, so that the
-# kill lands), then the cgroups removed.
+# kill lands: v1's freezer, or v2's cgroup.freeze), then the cgroups removed.
 clean() {
   local slot=$1 h d left i
   for i in $(seq 50); do
     left=0
-    for h in $(v1_hierarchies); do
+    for h in $(cgroup_hierarchies); do
       d=$(slot_cgroup "$h" "$slot")
       [ -d "$d" ] || continue
       find "$d" -name cgroup.procs -exec cat {} + 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
       [ "$h" != freezer ] || find "$d" -name freezer.state -exec sh -c 'for f; do echo THAWED >"$f"; done' _ {} + 2>/dev/null || true
+      [ "$h" != . ] || find "$d" -name cgroup.freeze -exec sh -c 'for f; do echo 0 >"$f"; done' _ {} + 2>/dev/null || true
       [ -z "$(find "$d" -name cgroup.procs -exec cat {} + 2>/dev/null)" ] || left=1
     done
     [ "$left" = 0 ] && break
     sleep 0.1
   done
   [ "$left" = 0 ] || die "slot $slot: processes left in its cgroups after SIGKILL"
-  for h in $(v1_hierarchies); do
+  for h in $(cgroup_hierarchies); do
     d=$(slot_cgroup "$h" "$slot")
     [ ! -d "$d" ] || find "$d" -depth -type d -exec rmdir {} + 2>/dev/null || true
   done
@@ -58,7 +59,7 @@ inside() {
   ip link set hydro-own-peer up
   mkdir -p /run/netns
   mount -t tmpfs -o mode=0755 hydro-netns /run/netns
-  remount_v1_hierarchies
+  remount_cgroups
   exec "$@"
 }
 
@@ -77,7 +78,7 @@ case "${1:-}" in
     # One munged for every slot: started here, outside the slot, once.
     "$top/scripts/slurm-local" munge
     clean "$slot"
-    join_v1_cgroups "hydro-slot$slot"  # made afresh: clean removed it
+    join_cgroups "hydro-slot$slot"  # made afresh: clean removed it
     export HYDRO_TEST_SLOT=$slot HYDRO_SLURM_DIR=/tmp/hydro-test-slurm-$slot
     exec unshare --net --mount --cgroup -- "$0" _inside "$@" ;;
   *) die "usage: own_host.sh SLOT SCRIPT ARGS... | --clean SLOT..." ;;
