@@ -23,7 +23,8 @@ import pickle
 import uuid
 
 from torch.distributed.checkpoint import FileSystemReader
-from torch.distributed.checkpoint.filesystem import CURRENT_DCP_VERSION, _StorageInfo
+from torch.distributed.checkpoint import filesystem
+from torch.distributed.checkpoint.filesystem import _StorageInfo
 from torch.distributed.checkpoint.metadata import StorageMeta
 from torch.distributed.checkpoint.planner import WriteItemType
 from torch.distributed.checkpoint.storage import StorageWriter, WriteResult
@@ -31,6 +32,13 @@ from torch.futures import Future
 
 from . import _C
 from .shard_file import _Counted, write_value
+
+
+def stamp_version(metadata):
+    """The DCP format version torch writes (2.7 and later); torch 2.6's metadata has none."""
+    version = getattr(filesystem, "CURRENT_DCP_VERSION", None)
+    if version is not None:
+        metadata.version = version
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,7 +133,7 @@ class Writer(StorageWriter):
                 storage[result.index] = written
         metadata.storage_data = storage
         metadata.storage_meta = self.storage_meta()
-        metadata.version = CURRENT_DCP_VERSION
+        stamp_version(metadata)
         self._staged.add_files(files, len(results))
         self._staged.write_dcp_metadata(pickle.dumps(metadata))
         self.path = self._staged.commit(self.keep)

@@ -7,6 +7,30 @@ import torch.distributed as dist
 from . import _C
 
 
+def _store_without_libuv():
+    """torch 2.4 and later rendezvous through a TCPStore on libuv unless USE_LIBUV=0, and a torch
+    built without libuv (Debian 13's 2.6) then fails every init_process_group with "use_libuv was
+    requested but PyTorch was build without libuv support". There, USE_LIBUV=0 is set (once, at
+    import, unless the user set it): torch's own older backend. A store of one rank on a port of
+    the kernel's choosing, closed at once, tells which torch this is."""
+    if "USE_LIBUV" in os.environ or not dist.is_available() or not hasattr(dist, "TCPStore"):
+        return
+    try:
+        store = dist.TCPStore("127.0.0.1", 0, 1, True, timeout=datetime.timedelta(seconds=5),
+                              wait_for_workers=False, use_libuv=True)
+    except TypeError:  # a torch before use_libuv: nothing to choose
+        return
+    except RuntimeError as e:
+        if "libuv" not in str(e):
+            raise
+        os.environ["USE_LIBUV"] = "0"
+        return
+    del store
+
+
+_store_without_libuv()
+
+
 def dist_env():
     """{'rank', 'world_size', 'local_rank', 'master_addr', 'master_port'}: torchrun's RANK/WORLD_SIZE/
     LOCAL_RANK when set, else the Slurm step's; MASTER_ADDR:MASTER_PORT, defaulted under a one-node

@@ -332,11 +332,14 @@ def dcp_metadata(staging, files, names):
     (`files`: the checkpoint's, as its manifest names them), exactly as DCP's FileSystemWriter
     records its own files."""
     from torch.distributed.checkpoint import filesystem
+
+    from .dcp import stamp_version
+
     indexes = [_Index(staging, f) for name in names
                for f in sorted((f for f in files if f.rsplit("/", 1)[-1] == f"{name}.pt"), key=_rank_of)]
     metadata = merged(indexes)
     metadata.storage_data = {i: filesystem._StorageInfo(indexes[p].relative, *span)
                              for i, (p, span, _) in metadata.storage_data.items()}
     metadata.planner_data = {fqn: path for index in indexes for fqn, path in index.mappings.items()}
-    metadata.version = filesystem.CURRENT_DCP_VERSION
+    stamp_version(metadata)
     return pickle.dumps(metadata)
