@@ -40,6 +40,10 @@ remount_cgroups() {
     if [ "$h" = . ]; then
       umount -l /sys/fs/cgroup
       mount -t cgroup2 cgroup2 /sys/fs/cgroup
+      # Out of the namespace's root into a leaf (as systemd's init.scope), so that slurmd's own
+      # (slurm-local's slurmd_alone) is beside it, not below it.
+      mkdir -p /sys/fs/cgroup/hydro-init
+      echo "$BASHPID" >/sys/fs/cgroup/hydro-init/cgroup.procs
       continue
     fi
     opts=$h
