@@ -11,7 +11,8 @@
 # node namespaces (/run/netns is its own too). Its processes, Slurm's job cgroups included, are
 # under hydro-slotN in every cgroup v1 hierarchy (or in cgroup v2's, where it is alone:
 # scripts/cgroups.sh), which it sees as the root: slurm-local's clean-up of frozen jobs and of node
-# cgroups finds only its own. Its Slurm directory is /tmp/hydro-test-slurm-N. munged stays the host's, started here first (one key, one socket).
+# cgroups finds only its own. Its Slurm directory is /tmp/hydro-test-slurm-N. munged stays the
+# host's, started here first (one key, one socket).
 # Whatever a test that was killed left in its slot (daemons, jobs, frozen tasks) is killed before
 # the next test takes the slot, and by scripts/test at its end.
 set -euo pipefail
