@@ -288,6 +288,10 @@ def fill(name, state, parts):
     planner = DefaultLoadPlanner()
     planner.set_up_planner({name: state}, metadata, True)
     saved, here = set(metadata.state_dict_metadata), set(planner.state_dict)
+    saved -= _options_off(name, saved - here, metadata, parts)
+    for fqn in _options_of_a_newer_torch(name, here - saved, planner.state_dict):
+        del planner.state_dict[fqn]  # this job's value stays
+        here.discard(fqn)
     if saved != here:
         raise ValueError(f"hydro: {name}: the checkpoint's state and this job's differ: saved only "
                          f"{sorted(saved - here)[:4]}, here only {sorted(here - saved)[:4]}")
@@ -306,6 +310,40 @@ def fill(name, state, parts):
                 stored = stored.narrow(dim, start, length)
             target.copy_(stored)
         planner.commit_tensor(item, target)
+
+
+# An optimizer's option (param_groups' hyperparameters) that one torch has and another lacks: a
+# checkpoint resumed under an upgraded or downgraded torch (Adam's decoupled_weight_decay, added in
+# torch 2.8, say). torch's own Optimizer.load_state_dict takes the same line.
+_OPTION = re.compile(r"\.param_groups\.\d+\.[^.]+$")
+
+
+def _options_of_a_newer_torch(name, here_only, state):
+    """The options this job's optimizer has and the checkpoint lacks (its torch predates them): they
+    keep this job's values, the optimizer's defaults."""
+    newer = [fqn for fqn in here_only if _OPTION.search(fqn) and not torch.is_tensor(state[fqn])]
+    if newer:
+        _C.log_line("hydro", f"{name}: the checkpoint has no {sorted(newer)[:4]} (an older torch's "
+                    "optimizer): this optimizer's own values stay")
+    return newer
+
+
+def _options_off(name, saved_only, metadata, parts):
+    """The options the checkpoint has and this torch's optimizer lacks that were off there (False,
+    None): training without them is the same. One set otherwise stays in saved_only, an error: this
+    torch would train otherwise."""
+    from torch.distributed.checkpoint import metadata as dcp
+    off = set()
+    for fqn in saved_only:
+        if not _OPTION.search(fqn) or not isinstance(metadata.state_dict_metadata[fqn], dcp.BytesStorageMetadata):
+            continue
+        p, ref, _ = metadata.storage_data[dcp.MetadataIndex(fqn)]
+        if torch.load(io.BytesIO(parts[p].bytes(ref)), weights_only=True) in (False, None):
+            off.add(fqn)
+    if off:
+        _C.log_line("hydro", f"{name}: this torch's optimizer has no {sorted(off)[:4]}, off in the checkpoint: "
+                    "passed over")
+    return off
 
 
 class _Index:

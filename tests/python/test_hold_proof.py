@@ -11,6 +11,9 @@ import torch
 
 from conftest import HERE, free_port, hydro_env, wait_for
 from forkserver import spawn
+# On a torch without libuv, hydro sets USE_LIBUV=0 at import: in this process's environment, so for
+# the ranks without hydro too (the control's store would fail before any hold).
+import hydro.distributed  # noqa: F401
 
 WORKER = os.path.join(HERE, "hold_proof_worker.py")
 STEPS, SLOW = 6, 3
