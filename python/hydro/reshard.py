@@ -288,7 +288,7 @@ def fill(name, state, parts):
     planner = DefaultLoadPlanner()
     planner.set_up_planner({name: state}, metadata, True)
     saved, here = set(metadata.state_dict_metadata), set(planner.state_dict)
-    saved -= _options_off(name, saved - here, metadata, parts)
+    saved -= _options_of_an_older_torch(name, saved - here, metadata, parts)
     for fqn in _options_of_a_newer_torch(name, here - saved, planner.state_dict):
         del planner.state_dict[fqn]  # this job's value stays
         here.discard(fqn)
@@ -328,22 +328,21 @@ def _options_of_a_newer_torch(name, here_only, state):
     return newer
 
 
-def _options_off(name, saved_only, metadata, parts):
-    """The options the checkpoint has and this torch's optimizer lacks that were off there (False,
-    None): training without them is the same. One set otherwise stays in saved_only, an error: this
-    torch would train otherwise."""
+def _options_of_an_older_torch(name, saved_only, metadata, parts):
+    """The options the checkpoint has and this torch's optimizer lacks: passed over, as torch's own
+    load_state_dict leaves a key the optimizer never reads (AdamW saved by torch 2.8 or later has
+    decoupled_weight_decay=True; torch 2.6's AdamW is decoupled without it). The log names each
+    with its value."""
     from torch.distributed.checkpoint import metadata as dcp
-    off = set()
-    for fqn in saved_only:
-        if not _OPTION.search(fqn) or not isinstance(metadata.state_dict_metadata[fqn], dcp.BytesStorageMetadata):
-            continue
-        p, ref, _ = metadata.storage_data[dcp.MetadataIndex(fqn)]
-        if torch.load(io.BytesIO(parts[p].bytes(ref)), weights_only=True) in (False, None):
-            off.add(fqn)
-    if off:
-        _C.log_line("hydro", f"{name}: this torch's optimizer has no {sorted(off)[:4]}, off in the checkpoint: "
-                    "passed over")
-    return off
+    older = {}
+    for fqn in sorted(saved_only):
+        if _OPTION.search(fqn) and isinstance(metadata.state_dict_metadata[fqn], dcp.BytesStorageMetadata):
+            p, ref, _ = metadata.storage_data[dcp.MetadataIndex(fqn)]
+            older[fqn] = torch.load(io.BytesIO(parts[p].bytes(ref)), weights_only=True)
+    if older:
+        _C.log_line("hydro", f"{name}: this torch's optimizer has no option {older}, which the checkpoint "
+                    "has (a newer torch's): passed over")
+    return set(older)
 
 
 class _Index:

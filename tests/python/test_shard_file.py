@@ -95,27 +95,28 @@ def test_files_of_hydros_first_format_still_resume():
         assert_same(opt.state[p], expected["optimizer"]["state"][i])
 
 
-def test_an_optimizer_option_only_one_torch_has_resumes_when_it_is_off(tmp_path, capfd):
-    # A checkpoint resumed under another torch: an option (param_groups' hyperparameter) this
-    # torch's optimizer adds keeps its value; one it lacks is passed over when off (False, None), an
-    # error when set, since this torch would train otherwise.
+def test_an_optimizer_option_only_one_torch_has_is_no_error(tmp_path, capfd):
+    # A checkpoint resumed under another torch, as torch's own load_state_dict does: an option
+    # (param_groups' hyperparameter) this torch's optimizer adds keeps its value, one it lacks is
+    # passed over; the log names both.
     model, opt = trained(1)
-    opt.param_groups[0]["hydro_test_off"] = False
+    opt.param_groups[0]["hydro_test_older"] = True
     save(tmp_path, "optimizer", get_optimizer_state_dict(model, opt))
     other, other_opt = trained(2)
     other_opt.param_groups[0]["hydro_test_newer"] = 0.5
     optim = fill_from(tmp_path / "optimizer.pt", "optimizer", get_optimizer_state_dict(other, other_opt))
     set_optimizer_state_dict(other, other_opt, optim)
     assert other_opt.param_groups[0]["hydro_test_newer"] == 0.5
+    assert "hydro_test_older" not in other_opt.param_groups[0]
     for p, q in zip(model.parameters(), other.parameters()):
         assert_same(other_opt.state[q], opt.state[p])
     err = capfd.readouterr().err
-    assert "hydro_test_off" in err and "off in the checkpoint: passed over" in err, err
+    assert "hydro_test_older': True}, which the checkpoint has (a newer torch's): passed over" in err, err
     assert "hydro_test_newer" in err and "this optimizer's own values stay" in err, err
-    opt.param_groups[0]["hydro_test_off"] = True
-    save(tmp_path, "optimizer", get_optimizer_state_dict(model, opt))
-    with pytest.raises(ValueError, match="saved only .*hydro_test_off"):
-        fill_from(tmp_path / "optimizer.pt", "optimizer", get_optimizer_state_dict(*trained(2)))
+    # A tensor only one side has is still an error: that is state, not an option.
+    other_opt.state[next(iter(other.parameters()))]["hydro_test_tensor"] = torch.zeros(1)
+    with pytest.raises(ValueError, match="here only .*hydro_test_tensor"):
+        fill_from(tmp_path / "optimizer.pt", "optimizer", get_optimizer_state_dict(other, other_opt))
 
 
 @pytest.mark.parametrize("damage", ["index outside", "not ours"])
