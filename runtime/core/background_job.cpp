@@ -40,6 +40,8 @@ void BackgroundJob::start(std::function<void()> job) {
 }
 
 void BackgroundJob::wait() {
+  const pid_t owner = owner_.load();
+  if (owner != 0 && owner != ::getpid()) return;  // before the lock, which the parent's thread may hold
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [this] { return !busy_; });
 }

@@ -5,7 +5,9 @@
 import io
 import os
 import signal
+import sys
 import time
+import traceback
 
 import pytest
 import torch
@@ -94,6 +96,25 @@ def test_a_save_whose_copies_run_behind_holds_the_state_at_save(behind, capfd):
         assert "HYDRO_ASYNC_COPY=behind needs the optimizer step hooks of torch 2.0" in capfd.readouterr().err
 
 
+def step_in_a_child(m, opt):
+    """A forward and an optimizer step in a forked child: 0, or 1 with the error on stderr. The
+    gradients are set, not computed: autograd refuses a child forked after the parent's backward on
+    some builds (Debian's torch 2.6: "Unable to handle autograd's threading in combination with
+    fork-based multiprocessing"), as torch's notes on autograd and fork say it may."""
+    try:
+        torch.set_num_threads(1)  # as a DataLoader worker does: torch's OpenMP pool is not the child's
+        with torch.no_grad():
+            m(torch.randn(2, 4096))
+        for p in m.parameters():
+            p.grad = torch.ones_like(p)
+        opt.step()
+        return 0
+    except BaseException:  # pylint: disable=broad-except
+        traceback.print_exc()
+        sys.stderr.flush()
+        return 1
+
+
 def test_a_child_forked_while_the_copies_run_steps_without_waiting_for_them(behind):
     # The child has the save's pending copies but not the helper thread that makes them: its
     # optimizer step would wait forever. It goes on (it never writes the checkpoint), and the parent's
@@ -107,9 +128,7 @@ def test_a_child_forked_while_the_copies_run_steps_without_waiting_for_them(behi
         path = rt.save(1)
         pid = os.fork()  # at once: 128 MiB are still being copied
         if pid == 0:
-            torch.set_num_threads(1)  # as a DataLoader worker does: torch's OpenMP pool is not the child's
-            step(m, opt)
-            os._exit(0)
+            os._exit(step_in_a_child(m, opt))
         for _ in range(600):  # a bound for a hang, not a measure: the step takes milliseconds
             done, status = os.waitpid(pid, os.WNOHANG)
             if done:

@@ -4,6 +4,7 @@
 // waiting thread costs a lock and a wake-up.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <mutex>
@@ -26,7 +27,8 @@ class BackgroundJob {
   // Waits for the job in flight, then runs `job` on the thread. A job reports its own errors; a
   // std::exception escaping it is logged. Throws std::system_error when the thread cannot start.
   void start(std::function<void()> job);
-  // Returns once no job is in flight.
+  // Returns once no job is in flight. In a child forked meanwhile it returns at once: the job in
+  // flight is the parent's, and nothing of it runs there.
   void wait();
 
  private:
@@ -38,7 +40,7 @@ class BackgroundJob {
   bool busy_ = false;          // a job is given and not done
   bool stop_ = false;
   std::unique_ptr<std::thread> thread_;
-  pid_t owner_ = 0;  // the process that started the thread
+  std::atomic<pid_t> owner_{0};  // the process that started the thread
 };
 
 }  // namespace hydro
