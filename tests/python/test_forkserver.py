@@ -6,6 +6,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+
+import pytest
 
 import forkserver
 from conftest import HERE, hydro_env, wait_for
@@ -68,14 +71,18 @@ p.wait()
 
 
 def test_the_server_and_its_children_end_with_the_test_process_even_killed(tmp_path):
-    test = subprocess.Popen([sys.executable, "-c", KILLED], env=hydro_env(), stdout=subprocess.PIPE, text=True)
-    lines = {}
-    for line in test.stdout:
-        lines[line.split()[0]] = line.split()[1:]
-        if "pid" in lines and "server" in lines:
-            break
-    child, server = int(lines["pid"][0]), int(lines["server"][0])
-    assert int(lines["pid"][1]) == server, "the child is not the server's"
+    test = subprocess.Popen([sys.executable, "-c", KILLED], env=hydro_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    raw = []  # every line, stderr's too, for the report of a failure (one under load, 5 Dec, hid its cause)
+    threading.Thread(target=lambda: raw.extend(test.stdout), daemon=True).start()
+    lines = lambda: {line.split()[0]: line.split()[1:] for line in list(raw) if line.split()}  # noqa: E731
+    try:
+        wait_for(lambda: {"pid", "server"} <= lines().keys(), timeout=120)
+    except AssertionError:
+        test.kill()  # its server then kills the child (its socket's end)
+        pytest.fail(f"no child's and server's pids: exit status {test.poll()}, output {raw}")
+    child, server = int(lines()["pid"][0]), int(lines()["server"][0])
+    assert int(lines()["pid"][1]) == server, "the child is not the server's"
     test.kill()
     test.wait()
     wait_for(lambda: not alive(child) and not alive(server))
