@@ -5,6 +5,9 @@ batch), dcp.save as step 3, 2 more steps, dcp.async_save as step 5 (waited for),
 saved3=<digest> and saved5=<digest> (fsdp_model.digest). Then loads through hydro.dcp.Reader with the
 process group (the ranks split the check), prints loaded=<step>:<digest>, saves the same state as
 step 6, tears rank 1's file of it, loads again and prints fallback=<step>:<digest>.
+torch 2.6's fully_shard trains on no CPU (torch.cpu.Stream has no record_event before 2.7): there
+each rank trains the whole model, and the state saved and loaded is the same, sharded as FSDP2's
+is (each tensor's dim 0 across the ranks, by distribute_tensor).
 Usage: dcp_save.py ROOT"""
 import os
 import sys
@@ -16,6 +19,8 @@ from torch.distributed.checkpoint.state_dict import (get_model_state_dict, get_o
                                                      set_model_state_dict, set_optimizer_state_dict)
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
+from torch.distributed.tensor import DTensor, Shard, distribute_tensor
+from torch.utils._pytree import tree_map
 
 import hydro.dcp
 from fsdp_model import digest, model as make_model
@@ -30,12 +35,33 @@ def steps(model, opt, first, last):
         opt.step()
 
 
+FSDP2_ON_CPU = hasattr(torch.cpu.Stream, "record_event")
+
+
+def shard(model, mesh):
+    if FSDP2_ON_CPU:
+        for layer in model:
+            if isinstance(layer, torch.nn.Linear):
+                fully_shard(layer, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+
+
+def state_of(model, opt, mesh):
+    """The sharded state: FSDP2's own, or (torch 2.6) the whole model's, sharded as FSDP2 does."""
+    state = {"model": get_model_state_dict(model), "optimizer": get_optimizer_state_dict(model, opt)}
+    if FSDP2_ON_CPU:
+        return state
+    return tree_map(lambda t: distribute_tensor(t, mesh, [Shard(0)]) if torch.is_tensor(t) and t.dim() else t, state)
+
+
 def load(model, opt, state, root, what):
     """dcp.load of the sharded state through hydro.dcp.Reader (the ranks split its check); prints
     WHAT=<the step it chose>:<digest>."""
     reader = hydro.dcp.Reader(root)
     loaded = state()
     dcp.load(loaded, storage_reader=reader)
+    if not FSDP2_ON_CPU:
+        loaded = tree_map(lambda t: t.full_tensor() if isinstance(t, DTensor) else t, loaded)
     set_model_state_dict(model, loaded["model"])
     set_optimizer_state_dict(model, opt, loaded["optimizer"])
     print(f"{what}={reader.step}:{digest(model, opt)}", flush=True)
@@ -45,12 +71,9 @@ def main(root):
     dist.init_process_group("gloo")
     model = make_model()
     mesh = init_device_mesh("cpu", (dist.get_world_size(),))
-    for layer in model:
-        if isinstance(layer, torch.nn.Linear):
-            fully_shard(layer, mesh=mesh)
-    fully_shard(model, mesh=mesh)
+    shard(model, mesh)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    state = lambda: {"model": get_model_state_dict(model), "optimizer": get_optimizer_state_dict(model, opt)}  # noqa: E731
+    state = lambda: state_of(model, opt, mesh)  # noqa: E731
     steps(model, opt, 0, 3)
     dcp.save(state(), storage_writer=hydro.dcp.Writer(root, 3))
     print(f"saved3={digest(model, opt)}", flush=True)
