@@ -19,7 +19,9 @@ extern "C" {
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,8 +29,9 @@ extern "C" {
 #include "hydro/setting_schema.h"
 #include "hydro/signal_map.h"
 #include "hydro/version.h"
-#include "job_dir.h"
 #include "admin_config.h"
+#include "job_dir.h"
+#include "suspend_grace.h"
 
 // Built with -fvisibility=hidden: only what is marked here is exported (see exports.map too).
 #define HYDRO_EXPORT __attribute__((visibility("default")))
@@ -48,6 +51,7 @@ using hydro::admin::job_setting_specs;
 
 hydro::admin::PluginConfig g_config;
 hydro::admin::JobSettings g_options;  // from the command line
+hydro::spank::SuspendGrace g_grace;    // this step's (slurmstepd: read_suspend_grace)
 bool g_config_ok = true;
 std::string g_config_error;
 
@@ -72,8 +76,9 @@ std::vector<spank_option>& options() {
     std::vector<spank_option> v;
     const auto& specs = job_setting_specs();
     for (size_t i = 0; i < specs.size(); ++i)
-      v.push_back({const_cast<char*>(specs[i].option), const_cast<char*>(specs[i].arginfo),
-                   const_cast<char*>(specs[i].help), 1, static_cast<int>(i), on_option});
+      if (specs[i].option)  // the admin's alone (suspend_grace_time) have none
+        v.push_back({const_cast<char*>(specs[i].option), const_cast<char*>(specs[i].arginfo),
+                     const_cast<char*>(specs[i].help), 1, static_cast<int>(i), on_option});
     return v;
   }();
   return opts;
@@ -175,8 +180,11 @@ int task_init(spank_t sp) {
   if (set_env(sp, "HYDRO_STEP_ID", step == SLURM_BATCH_SCRIPT ? "batch" : std::to_string(step))) return -1;
   if (set_env(sp, "HYDRO_RESTART_COUNT", restart.empty() ? "0" : restart)) return -1;
 
+  if (set_env(sp, env_name(Setting::suspend_grace), std::to_string(g_grace.seconds))) return -1;
+  if (set_env(sp, "HYDRO_SUSPEND_GRACE_FROM", g_grace.from)) return -1;
   // Command line beats the job's environment, which beats the admin's default.
   for (const auto& spec : job_setting_specs()) {
+    if (spec.env == std::string(env_name(Setting::suspend_grace))) continue;  // Slurm's, set above
     std::string value = hydro::admin::job_setting_value(g_options, spec);
     if (value.empty() && env_set(sp, spec.env)) continue;
     if (value.empty() && std::string(spec.key) == "checkpoint_dir" && g_config.defaults.has("checkpoint_dir")) {
@@ -202,6 +210,18 @@ void log_version_in_slurmd(int ac, char** av) {
              args.empty() ? " no arguments" : args.c_str());
 }
 
+// slurmstepd, once per step, as root: Slurm's suspend grace time from the slurm.conf slurmd read
+// (slurmd puts its path in SLURM_CONF), or the admin's suspend_grace_time where it cannot be read.
+void read_suspend_grace() {
+  std::optional<int64_t> admin;
+  if (auto v = g_config.defaults.get("suspend_grace_time")) admin = std::stoll(*v);
+  const char* conf = std::getenv("SLURM_CONF");
+  g_grace = hydro::spank::suspend_grace(SLURM_VERSION_MAJOR(SLURM_VERSION_NUMBER),
+                                        SLURM_VERSION_MINOR(SLURM_VERSION_NUMBER), conf ? conf : "", admin);
+  slurm_verbose("hydro: init: suspend grace time %lld s, from %s", static_cast<long long>(g_grace.seconds),
+                g_grace.from.c_str());
+}
+
 }  // namespace
 
 extern "C" HYDRO_EXPORT int slurm_spank_init(spank_t sp, int ac, char** av) {
@@ -222,6 +242,7 @@ extern "C" HYDRO_EXPORT int slurm_spank_init(spank_t sp, int ac, char** av) {
         return -1;  // srun, sbatch, salloc: the user sees it at submit time
       }
     }
+    if (ctx == S_CTX_REMOTE) read_suspend_grace();
     if (ctx == S_CTX_LOCAL || ctx == S_CTX_REMOTE || ctx == S_CTX_ALLOCATOR) {
       for (auto& opt : options()) {
         spank_err_t rc = spank_option_register(sp, &opt);

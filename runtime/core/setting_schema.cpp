@@ -37,11 +37,16 @@ const std::vector<SettingRow>& settings_schema() {
        "off",
        "hydro: what a paused job gives back of its GPU: off = nothing; cache = the allocator's cached, unused "
        "memory; full = the whole device state, moved to host memory until it resumes [off|cache|full]"},
+      // The admin's only: the plugin hands each task Slurm's own (slurm.conf), and this where that cannot be read.
+      {"HYDRO_SUSPEND_GRACE", "suspend_grace_time", nullptr, "SECONDS", K::whole_number, 0, 3600, nullptr, "2",
+       "Slurm's suspend grace time, between a suspend's SIGTSTP and its freeze: the pause, the suspend checkpoint and "
+       "the GPU release fit in it (the plugin reads slurm.conf's PreemptParameters=suspend_grace_time)"},
       // The runtime's own: the user's environment only.
       {"HYDRO_CKPT_DIRECT_IO", nullptr, nullptr, "on|off", K::on_off, 0, 0, nullptr, "on",
        "big checkpoint files bypass the page cache (O_DIRECT) where the filesystem takes it"},
       {"HYDRO_SUSPEND_CHECKPOINT", nullptr, nullptr, "auto|off", K::choice, 0, 0, "auto|off", "auto",
-       "on SIGTSTP, finish the step and checkpoint before pausing when both fit well inside Slurm's 2 s"},
+       "on SIGTSTP, finish the step and checkpoint before pausing when both fit well inside Slurm's suspend grace "
+       "time (HYDRO_SUSPEND_GRACE)"},
       {"HYDRO_STORE_TIMEOUT", nullptr, nullptr, "SECONDS", K::whole_number, 1, 7 * 24 * 3600, nullptr, "1800",
        "the longest a rank waits for its peers"},
       {"HYDRO_CKPT_FAILURE_GRACE", nullptr, nullptr, "SECONDS", K::whole_number, 0, 7 * 24 * 3600, nullptr, "60",

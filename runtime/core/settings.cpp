@@ -90,6 +90,7 @@ Status Settings::from_env(Settings* out, const Getenv& getenv) {
   HYDRO_RETURN_IF_ERROR(read_on_off(getenv, env_name(Setting::direct_io), &s.direct_io));
   HYDRO_RETURN_IF_ERROR(checked(getenv, env_name(Setting::suspend_checkpoint), &v));
   if (!v.empty()) s.suspend_checkpoint = v == "auto";
+  HYDRO_RETURN_IF_ERROR(read_number(getenv, env_name(Setting::suspend_grace), &s.suspend_grace_s));
   HYDRO_RETURN_IF_ERROR(checked(getenv, env_name(Setting::async_copy), &v));
   s.copy_behind = v == "behind";
   HYDRO_RETURN_IF_ERROR(checked(getenv, env_name(Setting::checkpoint_mode), &v));

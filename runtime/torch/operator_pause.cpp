@@ -13,15 +13,18 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "cuda_memory.h"
 #include "hydro/log.h"
 #include "hydro/pause_gate.h"
 #include "hydro/runtime.h"
+#include "hydro/setting_schema.h"
 #include "raise.h"
 
 namespace hydro {
@@ -29,9 +32,13 @@ namespace {
 
 long thread_id() { return ::syscall(SYS_gettid); }
 
-// Slurm's suspend: SIGTSTP, then SIGSTOP or the cgroup freeze 2 s later (slurmstepd's
-// _handle_suspend; shared/NOTES.md).
-constexpr std::chrono::seconds kSuspendToFreeze{2};
+// Slurm's suspend: SIGTSTP, then SIGSTOP or the cgroup freeze suspend_grace_time later
+// (slurmstepd's _handle_suspend; HYDRO_SUSPEND_GRACE, set by the plugin; shared/NOTES.md).
+std::string suspend_grace_text(int64_t seconds) {
+  const char* from = std::getenv("HYDRO_SUSPEND_GRACE_FROM");
+  return std::to_string(seconds) + " s of Slurm's suspend grace time (" + env_name(Setting::suspend_grace) + ", " +
+         (from && *from ? std::string("from ") + from : "not set by hydro's plugin: Slurm's default assumed") + ")";
+}
 
 // The devices this process has used: those with a primary context. A process that never used
 // one has nothing in flight there, and a synchronize would create a context on it (device memory
@@ -75,6 +82,8 @@ class OperatorPause {
     cuda_unknown_ = settings.pause && pause_only;
     cuda_ = settings.pause && !pause_only && torch::cuda::is_available();
     gpu_release_ = settings.pause ? settings.gpu_release : GpuRelease::off;
+    suspend_grace_ = std::chrono::seconds(settings.suspend_grace_s);
+    suspend_grace_text_ = suspend_grace_text(settings.suspend_grace_s);
     if (!pause_only) gpu_release_start(gpu_release_, cuda_);
     bool replace = false;
     {
@@ -125,10 +134,11 @@ class OperatorPause {
     cuda_unknown_ = false;
   }
 
-  // The pause signal and when it came: SIGTSTP is Slurm's suspend, whose freeze follows 2 s later.
+  // The pause signal and when it came: SIGTSTP is Slurm's suspend, whose freeze follows the
+  // suspend grace time later.
   void note_pause(int signo) {
     freeze_at_ns_ =
-        signo == SIGTSTP ? (std::chrono::steady_clock::now() + kSuspendToFreeze).time_since_epoch().count() : 0;
+        signo == SIGTSTP ? (std::chrono::steady_clock::now() + suspend_grace_).time_since_epoch().count() : 0;
   }
 
   std::string drain() {
@@ -147,7 +157,19 @@ class OperatorPause {
   bool armed() const { return armed_; }
   bool cuda() const { return cuda_; }
   bool suspend_checkpoint() const { return suspend_checkpoint_; }
-  void set_suspend_checkpoint(bool on) { suspend_checkpoint_ = on; }
+  void set_suspend_checkpoint(bool on, const std::string& why_not) {
+    suspend_checkpoint_ = on;
+    std::lock_guard<std::mutex> lock(mutex_);
+    suspend_checkpoint_why_not_ = why_not;
+  }
+  // What a SIGTSTP's log line adds: the window, and why no checkpoint comes first where none does.
+  std::string suspend_note(int signo) {
+    if (signo != SIGTSTP) return "";
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (suspend_checkpoint_) return "; the step ends and a checkpoint commits first, within the " + suspend_grace_text_;
+    if (suspend_checkpoint_why_not_.empty()) return "";
+    return "; no checkpoint first: " + suspend_checkpoint_why_not_ + " (the " + suspend_grace_text_ + ")";
+  }
 
  private:
   void arm_locked(bool on) {
@@ -168,8 +190,11 @@ class OperatorPause {
   std::mutex cuda_mutex_;                     // held while it is asked
   GpuRelease gpu_release_ = GpuRelease::off;  // HYDRO_GPU_RELEASE, as asked (process_gpu.h: as in effect)
   std::atomic<int64_t> freeze_at_ns_{0};      // steady_clock: when Slurm freezes us (a pause by SIGTSTP), or 0
+  std::chrono::seconds suspend_grace_{2};     // HYDRO_SUSPEND_GRACE: from SIGTSTP to the freeze
   std::atomic<bool> armed_{false};
-  std::mutex mutex_;                            // guards the four below
+  std::mutex mutex_;                            // guards the six below
+  std::string suspend_grace_text_;              // "6 s of Slurm's suspend grace time (...)", for the log
+  std::string suspend_checkpoint_why_not_;      // the Runtime's reason, when SIGTSTP checkpoints not first
   std::optional<at::CallbackHandle> callback_;  // registered while a pause is pending
   bool pause_enabled_ = false;                  // HYDRO_PAUSE
   // Between start() and stop(). Not SignalBridge::running(): its lock is held by stop() while it
@@ -202,13 +227,11 @@ void on_signal(int signo, Action action) {
     case Action::pause:
       p.note_pause(signo);
       if (waits_for_the_step_end(signo)) {
-        log("pause requested by " + sig +
-            "; the step ends and a checkpoint commits first (they fit in the 2 s "
-            "before SIGSTOP)");
+        log("pause requested by " + sig + p.suspend_note(signo));
       } else {
         p.learn_cuda();
         p.arm(true);
-        log("pause requested by " + sig);
+        log("pause requested by " + sig + p.suspend_note(signo));
       }
       break;
     case Action::resume:
@@ -273,7 +296,9 @@ bool start_pause_only() {
 
 void stop_signals() { OperatorPause::instance().stop(); }
 
-void set_suspend_checkpoint(bool on) { OperatorPause::instance().set_suspend_checkpoint(on); }
+void set_suspend_checkpoint(bool on, const std::string& why_not) {
+  OperatorPause::instance().set_suspend_checkpoint(on, why_not);
+}
 
 bool suspend_checkpoint_enabled() { return OperatorPause::instance().suspend_checkpoint(); }
 

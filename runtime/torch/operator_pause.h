@@ -25,8 +25,9 @@ void stop_signals();
 std::string drain_for_pause();
 
 // HYDRO_SUSPEND_CHECKPOINT's current decision (SIGTSTP ends the step and checkpoints first), set
-// by the Runtime from the last step's and checkpoint's durations, read when a pause comes.
-void set_suspend_checkpoint(bool on);
+// by the Runtime from the last step's and checkpoint's durations, read when a pause comes; where
+// it is off, `why_not` is what a SIGTSTP's log line says of it ("" for nothing).
+void set_suspend_checkpoint(bool on, const std::string& why_not = "");
 bool suspend_checkpoint_enabled();
 
 }  // namespace hydro

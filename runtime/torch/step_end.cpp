@@ -24,16 +24,29 @@
 
 namespace hydro {
 
+// Why a SIGTSTP now would not end the step and checkpoint first ("" where it would, or where
+// HYDRO_SUSPEND_CHECKPOINT or the pause is off: nothing to say).
+std::string Runtime::suspend_checkpoint_why_not() const {
+  if (!settings_.suspend_checkpoint || !settings_.pause) return "";
+  if (settings_.mode == CheckpointMode::async) return "HYDRO_CKPT_MODE=async";
+  if (settings_.checkpoint_dir.empty()) return "no checkpoint directory";
+  if (last_step_s_ < 0 || last_save_s_ < 0) return "no step and checkpoint timed yet";
+  const double took = last_step_s_ + last_save_s_, budget = settings_.suspend_checkpoint_budget_s();
+  if (took < budget) return "";
+  char text[160];
+  std::snprintf(text, sizeof text, "the last step and checkpoint took %.2f s, more than 3/4 of the suspend grace time (%.2f s)",
+                took, budget);
+  return text;
+}
+
 bool Runtime::suspend_checkpoint_fits() const {
-  return settings_.suspend_checkpoint && settings_.pause && settings_.mode != CheckpointMode::async &&
-         !settings_.checkpoint_dir.empty() && last_step_s_ >= 0 && last_save_s_ >= 0 &&
-         last_step_s_ + last_save_s_ < 1.5;
+  return settings_.suspend_checkpoint && settings_.pause && suspend_checkpoint_why_not().empty();
 }
 
 void Runtime::update_suspend_budget() {
   // One rank decides alone. A group decides at each step-end vote, every rank alike. Several ranks
   // whose state rank 0 writes alone never do it: rank 0 would wait in a collective for a paused peer.
-  if (settings_.world_size == 1) set_suspend_checkpoint(suspend_checkpoint_fits());
+  if (settings_.world_size == 1) set_suspend_checkpoint(suspend_checkpoint_fits(), suspend_checkpoint_why_not());
 }
 
 // One step end's decisions: from this rank's signals, then (in a group) from the vote.
@@ -133,7 +146,10 @@ void Runtime::decide_checkpoint(int64_t step, StepEndPlan* plan) {
   plan->checkpoint = d.checkpoint;
   plan->exit = d.exit;
   plan->before_suspend = d.suspend_now;
-  set_suspend_checkpoint(d.suspend_checkpoint);
+  const std::string mine = suspend_checkpoint_why_not();
+  set_suspend_checkpoint(d.suspend_checkpoint, d.suspend_checkpoint || !mine.empty()
+                                                   ? mine
+                                                   : "another rank's last step and checkpoint take more than 3/4 of the suspend grace time");
 }
 
 // The checkpoint before an exit for a requeue, written here, before the process exits.

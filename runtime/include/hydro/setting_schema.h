@@ -47,6 +47,7 @@ enum class Setting {
   time_limit_margin,
   signals,
   gpu_release,
+  suspend_grace,
   direct_io,
   suspend_checkpoint,
   store_timeout,

@@ -33,12 +33,17 @@ struct Settings {
   GpuRelease gpu_release = GpuRelease::off;  // HYDRO_GPU_RELEASE=off|cache|full: what a pause gives back
   bool direct_io = true;                     // HYDRO_CKPT_DIRECT_IO=on|off: big checkpoint files bypass the page cache
   // HYDRO_SUSPEND_CHECKPOINT=auto|off: on SIGTSTP (scontrol suspend), when the rest of the step and
-  // a checkpoint fit well inside the 2 s before SIGSTOP (measured: last step + last checkpoint
-  // < 1.5 s), the step finishes and a checkpoint commits before the pause, so a job requeued
-  // while suspended (SIGKILL, no warning) loses nothing. One rank, or several in sync_any/sync_all
-  // (every rank's must fit; they agree at each step-end vote); not in async mode. Otherwise it
-  // pauses at the next operator as usual.
+  // a checkpoint fit well inside the suspend grace time before SIGSTOP (measured: last step + last
+  // checkpoint < 3/4 of it, 1.5 s of Slurm's default 2 s), the step finishes and a checkpoint
+  // commits before the pause, so a job requeued while suspended (SIGKILL, no warning) loses
+  // nothing. One rank, or several in sync_any/sync_all (every rank's must fit; they agree at each
+  // step-end vote); not in async mode. Otherwise it pauses at the next operator as usual.
   bool suspend_checkpoint = true;
+  // HYDRO_SUSPEND_GRACE: Slurm's suspend grace time, the seconds from a suspend's SIGTSTP to its
+  // SIGSTOP or cgroup freeze (set by the plugin from slurm.conf; 2, Slurm's default, without it).
+  int64_t suspend_grace_s = 2;
+  // Budget of a suspend checkpoint: the last step plus the last checkpoint must take under this.
+  double suspend_checkpoint_budget_s() const { return 0.75 * static_cast<double>(suspend_grace_s); }
   SignalMap signals = SignalMap::defaults();       // HYDRO_SIGNALS
   int rank = 0;                                    // RANK or SLURM_PROCID (hydro/dist_env.h)
   int world_size = 1;                              // WORLD_SIZE or SLURM_STEP_NUM_TASKS

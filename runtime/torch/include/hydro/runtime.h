@@ -171,6 +171,7 @@ class Runtime {
   void update_suspend_budget();
   std::string save_tolerated(int64_t step);
   bool suspend_checkpoint_fits() const;
+  std::string suspend_checkpoint_why_not() const;
   Settings settings_;
   Fs& fs_;
   std::vector<TrackedItem> tracked_;  // in the order of track(); rng.pt is written after them
