@@ -40,6 +40,13 @@ extern "C" {
 HYDRO_EXPORT extern const char plugin_name[] = "hydro";
 HYDRO_EXPORT extern const char plugin_type[] = "spank";
 HYDRO_EXPORT extern const unsigned int plugin_version = SLURM_VERSION_NUMBER;
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(25, 5, 0)
+// A failed slurm_spank_init fails the job, never drains the node (Slurm's default for a `required`
+// plugin): hydro's init fails only for the job's own reasons (a --hydro option it cannot register,
+// an internal error), and a bad admin config fails each job step in task_init with its cause,
+// while slurmd goes on. Slurm 25.05 added the choice.
+HYDRO_EXPORT int slurm_spank_init_failure_mode = ESPANK_JOB_FAILURE;  // declared extern "C" in spank.h
+#endif
 }
 
 namespace {
@@ -51,7 +58,7 @@ using hydro::admin::job_setting_specs;
 
 hydro::admin::PluginConfig g_config;
 hydro::admin::JobSettings g_options;  // from the command line
-hydro::spank::SuspendGrace g_grace;    // this step's (slurmstepd: read_suspend_grace)
+hydro::spank::SuspendGrace g_grace;   // this step's (slurmstepd: read_suspend_grace)
 bool g_config_ok = true;
 std::string g_config_error;
 

@@ -102,18 +102,21 @@ int64_t grace_from_preempt_parameters(const std::string& params, std::string* wh
 SuspendGrace suspend_grace(int slurm_major, int slurm_minor, const std::string& conf_path,
                            std::optional<int64_t> admin) {
   if (slurm_major < 23 || (slurm_major == 23 && slurm_minor < 11))
-    return {kSlurmDefaultSuspendGrace, "Slurm " + std::to_string(slurm_major) + (slurm_minor < 10 ? ".0" : ".") + std::to_string(slurm_minor) +
-                                           "'s fixed " + seconds_text(kSlurmDefaultSuspendGrace)};
+    return {kSlurmDefaultSuspendGrace, "Slurm " + std::to_string(slurm_major) + (slurm_minor < 10 ? ".0" : ".") +
+                                           std::to_string(slurm_minor) + "'s fixed " +
+                                           seconds_text(kSlurmDefaultSuspendGrace)};
   std::string text;
   if (conf_path.empty() || !read_conf(conf_path, 0, &text)) {
     const std::string cause = conf_path.empty() ? "no SLURM_CONF in slurmstepd's environment"
                                                 : "cannot read " + conf_path + ": " + std::strerror(errno);
     if (admin) return {*admin, "the hydro config's suspend_grace_time (" + cause + ")"};
-    return {kSlurmDefaultSuspendGrace, "Slurm's default (" + cause + ", and the hydro config sets no suspend_grace_time)"};
+    return {kSlurmDefaultSuspendGrace,
+            "Slurm's default (" + cause + ", and the hydro config sets no suspend_grace_time)"};
   }
   const std::optional<std::string> params = preempt_parameters(text);
   if (!params || !strcasestr(params->c_str(), kKey))
-    return {kSlurmDefaultSuspendGrace, "Slurm's default (" + conf_path + " sets no PreemptParameters=suspend_grace_time)"};
+    return {kSlurmDefaultSuspendGrace,
+            "Slurm's default (" + conf_path + " sets no PreemptParameters=suspend_grace_time)"};
   std::string why;
   const int64_t s = grace_from_preempt_parameters(*params, &why);
   if (!why.empty()) return {s, "Slurm's default: " + why + " (" + conf_path + ")"};

@@ -66,7 +66,7 @@ TEST(ConfigNegative, PlugstackArguments) {
       {{"colour=blue"},
        "plugstack.conf: unknown spank_hydro.so key 'colour' (known: config, default_pause, checkpoint_dir, "
        "checkpoint_every, keep_last, checkpoint_mode, max_restarts, restarts, time_limit_margin, signals, "
-       "gpu_release)"},
+       "gpu_release, suspend_grace_time)"},
       {{"signals=pause=11"},
        "plugstack.conf: signals: signal 11 reports a fault in the program (or a broken pipe, or a child's end); it "
        "cannot ask hydro for anything"},
@@ -108,7 +108,7 @@ TEST(ConfigNegative, YamlFiles) {
   const YamlCase cases[] = {
       {"colour: blue\n",
        "line 1: unknown key 'colour' (known: default_pause, checkpoint_dir, checkpoint_every, keep_last, "
-       "checkpoint_mode, max_restarts, restarts, time_limit_margin, signals, gpu_release)"},
+       "checkpoint_mode, max_restarts, restarts, time_limit_margin, signals, gpu_release, suspend_grace_time)"},
       {"signals: pause=NAP\n", "line 1: signals: unknown signal 'NAP'"},
       {"keep_last: 2\nkeep_last: 3\n", "line 2: keep_last is given twice"},
       {"keep_last:\n", "line 1: keep_last has no value"},

@@ -32,6 +32,7 @@ TEST(SettingsSchema, EachSettingIsTheRowOfItsVariable) {
       {Setting::time_limit_margin, "HYDRO_TIME_LIMIT_MARGIN"},
       {Setting::signals, "HYDRO_SIGNALS"},
       {Setting::gpu_release, "HYDRO_GPU_RELEASE"},
+      {Setting::suspend_grace, "HYDRO_SUSPEND_GRACE"},
       {Setting::direct_io, "HYDRO_CKPT_DIRECT_IO"},
       {Setting::suspend_checkpoint, "HYDRO_SUSPEND_CHECKPOINT"},
       {Setting::store_timeout, "HYDRO_STORE_TIMEOUT"},

@@ -17,8 +17,9 @@ std::string write(const std::string& path, const std::string& text) {
 }
 
 TEST(SuspendGrace, PreemptParametersIsFoundAmongOtherKeysOnALineAndTheLastOneWins) {
-  EXPECT_EQ(preempt_parameters("ClusterName=c\nPreemptType=preempt/partition_prio PreemptParameters=suspend_grace_time=6\n"),
-            "suspend_grace_time=6");
+  EXPECT_EQ(
+      preempt_parameters("ClusterName=c\nPreemptType=preempt/partition_prio PreemptParameters=suspend_grace_time=6\n"),
+      "suspend_grace_time=6");
   EXPECT_EQ(preempt_parameters("preemptparameters=a\nPreemptParameters=\"b\"  # c\n"), "b");
   EXPECT_EQ(preempt_parameters("#PreemptParameters=suspend_grace_time=6\n"), std::nullopt);
   EXPECT_EQ(preempt_parameters("PreemptMode=SUSPEND,GANG\n"), std::nullopt);
