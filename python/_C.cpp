@@ -190,6 +190,7 @@ py::dict settings_dict(const Settings& s) {
   d["rank"] = s.rank;
   d["world_size"] = s.world_size;
   d["suspend_checkpoint"] = s.suspend_checkpoint;
+  d["suspend_grace_s"] = s.suspend_grace_s;
   d["copy_behind"] = s.copy_behind;
   d["store_timeout_s"] = s.store_timeout_s;
   d["checkpoint_failure_grace_s"] = s.checkpoint_failure_grace_s;

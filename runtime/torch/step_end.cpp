@@ -34,8 +34,9 @@ std::string Runtime::suspend_checkpoint_why_not() const {
   const double took = last_step_s_ + last_save_s_, budget = settings_.suspend_checkpoint_budget_s();
   if (took < budget) return "";
   char text[160];
-  std::snprintf(text, sizeof text, "the last step and checkpoint took %.2f s, more than 3/4 of the suspend grace time (%.2f s)",
-                took, budget);
+  std::snprintf(text, sizeof text,
+                "the last step and checkpoint took %.2f s, more than 3/4 of the suspend grace time (%.2f s)", took,
+                budget);
   return text;
 }
 
@@ -147,9 +148,10 @@ void Runtime::decide_checkpoint(int64_t step, StepEndPlan* plan) {
   plan->exit = d.exit;
   plan->before_suspend = d.suspend_now;
   const std::string mine = suspend_checkpoint_why_not();
-  set_suspend_checkpoint(d.suspend_checkpoint, d.suspend_checkpoint || !mine.empty()
-                                                   ? mine
-                                                   : "another rank's last step and checkpoint take more than 3/4 of the suspend grace time");
+  set_suspend_checkpoint(d.suspend_checkpoint,
+                         d.suspend_checkpoint || !mine.empty()
+                             ? mine
+                             : "another rank's last step and checkpoint take more than 3/4 of the suspend grace time");
 }
 
 // The checkpoint before an exit for a requeue, written here, before the process exits.

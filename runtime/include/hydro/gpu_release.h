@@ -45,7 +45,7 @@ class GpuReleaser {
   // At a pause, after the device drain: releases what the mode asks and says what it released.
   // `full` that cannot fit or fails at any step undoes its steps before, releases the cache,
   // logs why, and says `cache`: the job stays paused, never dies of it. `until_freeze` is the time
-  // left before the process is frozen (Slurm's SIGSTOP or cgroup freeze, 2 s after SIGTSTP), if
+  // left before the process is frozen (Slurm's SIGSTOP or cgroup freeze, HYDRO_SUSPEND_GRACE after SIGTSTP), if
   // one comes: a frozen process cannot be checkpointed, so `full` goes ahead only when the move,
   // at the rate last measured (or kAssumedRate before any), takes at most 3/4 of that time.
   GpuRelease release(std::chrono::milliseconds lock_timeout,
