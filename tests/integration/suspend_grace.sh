@@ -38,7 +38,9 @@ wait_steps "$log" 1
 # The first checkpoint measures how long one takes; until then SIGTSTP pauses at an operator.
 scancel -b --signal=WINCH "$job" 2>/dev/null || scancel -b --signal=28 "$job"
 wait_count "$log" 'checkpoint of step [0-9]+ committed .*\(requested\)' 1 30
-wait_steps "$log" 1
+# A step is timed at its end, from the end before (a step prints its line first, then ends): two
+# more lines, and the step after the checkpoint has been timed.
+wait_steps "$log" 2
 
 note "scontrol suspend with suspend_grace_time=$grace"
 scontrol suspend "$job"
