@@ -9,9 +9,10 @@ split_group, also where a module imported before hydro holds torch's own (Device
 imports, takes them at its import), and a hydro.Runtime takes over their timeouts: the groups get
 HOLD_PROOF as torch's timeout, and the timeout the script asked for (or torch's default) goes to
 the Runtime's hang watch instead, which counts running time only (hydro/hang_watch.h). Groups
-created before the Runtime are switched when it starts (torch 2; on torch 1.13, create the Runtime
-first). Without a Runtime (the zero-lines pause alone), the groups keep torch's timeouts: nothing
-would catch a hang in their place.
+created before the Runtime are switched when it starts. Without a Runtime (the zero-lines pause
+alone), the groups keep torch's timeouts: nothing would catch a hang in their place. Where a torch
+cannot switch a group once made (late_switch_reaches: torch 1.13; a Gloo group before torch 2.9),
+the group is made hold-proof at once, and a hang in it is caught only once a Runtime starts.
 For NCCL, the heartbeat monitor (TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC) gets HOLD_PROOF too, unless the
 script set it: the monitor would otherwise end a process held longer than 10 minutes.
 """
@@ -55,18 +56,24 @@ def forget(watcher):
         _watchers.remove(watcher)
 
 
+def late_switch_reaches(backend):
+    """Whether a group of `backend` (None: torch's default, Gloo on the CPU) made now takes
+    HOLD_PROOF when a Runtime starts later. torch 1.13 has no _set_pg_timeout. Before torch 2.9
+    (pytorch#158128, ProcessGroupGloo.set_timeout), _set_pg_timeout leaves a Gloo group's contexts
+    with the timeout they were made with (torch 2.6: "Timed out waiting 3000ms for recv")."""
+    if getattr(dist.distributed_c10d, "_set_pg_timeout", None) is None:
+        return False
+    name = str(backend).lower() if backend is not None else "gloo"
+    gloo = "gloo" in name or "nccl" not in name
+    return not gloo or hasattr(getattr(dist, "ProcessGroupGloo", None), "set_timeout")
+
+
 def _make_hold_proof():
-    set_timeout = getattr(dist.distributed_c10d, "_set_pg_timeout", None)
     while _unproofed:
         group = _unproofed.pop()
-        if set_timeout is None:
-            _C.log_line("hydro", "warning: this torch cannot change a process group's timeout once made: "
-                        "a group made before hydro.Runtime keeps its own, and a hold longer than it "
-                        "fails; create the Runtime first")
-            return
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # torch 2 calls _set_pg_timeout deprecated
-            set_timeout(HOLD_PROOF, group)
+            dist.distributed_c10d._set_pg_timeout(HOLD_PROOF, group)
 
 
 def _asked(timeout, backend):
@@ -93,16 +100,21 @@ def _hold_proof(create, returns_group):
     @functools.wraps(create)
     def created(*args, **kwargs):
         call = signature.bind(*args, **kwargs)  # a TypeError here is the caller's, as torch's
-        asked = _asked(call.arguments.get("timeout"), _backend_of(call.arguments))
-        watched = bool(_watchers)
-        if watched:
+        backend = _backend_of(call.arguments)
+        asked = _asked(call.arguments.get("timeout"), backend)
+        proof_now = bool(_watchers) or not late_switch_reaches(backend)
+        if proof_now:
             call.arguments["timeout"] = HOLD_PROOF
+        if not _watchers and proof_now:
+            _C.log_line("hydro", f"this torch cannot lengthen a {backend or 'gloo'} group's timeout once made: it "
+                        f"is made hold-proof now, and its timeout of {asked.total_seconds():g} s is watched "
+                        "once a hydro.Runtime starts (until then a hang in it is not caught)")
         os.environ.setdefault("TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC", str(int(HOLD_PROOF.total_seconds())))
         group = create(*call.args, **call.kwargs)
         member = group if returns_group else None
         _track(member)
         if not returns_group or isinstance(group, dist.ProcessGroup):  # not a NON_GROUP_MEMBER
-            if not watched:
+            if not proof_now:
                 _unproofed.append(member)
             smaller = not _timeouts or asked < min(_timeouts)
             _timeouts.append(asked)

@@ -2,7 +2,8 @@
 # Rank 1 sleeps at SLOW_STEP (printing "slow"), so that rank 0 waits for it inside the collective
 # when the test holds or stops them. Prints "done <value>"; the value is 2^(steps+1) - 2.
 # `split` all-reduces over a group that torch.distributed.device_mesh's own split_group makes (it
-# took torch's at its import, before hydro's; FSDP2 and DeviceMesh make their groups so).
+# took torch's at its import, before hydro's; FSDP2 and DeviceMesh make their groups so), or its
+# new_group where split_group needs a device (torch 2.6 on the CPU).
 # `eval`: after SLOW_STEP, each rank evaluates for 3 times the timeout: operators, no collective
 # and no step end (torch's timeout, per collective, would not end it; nor may hydro's watch).
 #   hold_proof_worker.py plain|runtime_first|group_first|split|eval RANK PORT STEPS SLOW_STEP
@@ -49,7 +50,12 @@ if mode in ("runtime_first", "split", "eval"):
     rt = hydro.Runtime()
     join()
     if mode == "split":
-        group = mesh.split_group(split_ranks=[[0, 1]], timeout=datetime.timedelta(seconds=2))
+        try:
+            group = mesh.split_group(split_ranks=[[0, 1]], timeout=datetime.timedelta(seconds=2))
+        except RuntimeError as e:  # torch 2.6 splits only a group bound to a device: DeviceMesh takes
+            if "No device associated" not in str(e):  # its new_group on the CPU there
+                raise
+            group = mesh.new_group([0, 1], timeout=datetime.timedelta(seconds=2))
 elif mode == "group_first":
     join()
     rt = hydro.Runtime()

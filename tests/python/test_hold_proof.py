@@ -87,14 +87,14 @@ def test_without_hydro_the_same_hold_fails_the_job(tmp_path):
 
 
 def test_a_group_made_before_the_runtime_is_switched_when_it_starts(tmp_path):
+    # A torch that cannot switch a Gloo group once made (1.13, 2.6) has it made hold-proof at once.
     ranks = start("group_first", tmp_path)
     hold(ranks, 7)
     codes, out = finish(ranks)
-    if TORCH2:
-        assert codes == [0, 0], out
-        assert all(o.strip().endswith(DONE) for o, _ in out), out
-    else:  # torch 1.13 cannot change a group's timeout: the log says to create the Runtime first
-        assert all("create the Runtime first" in err for _, err in out), out
+    assert codes == [0, 0], out
+    assert all(o.strip().endswith(DONE) for o, _ in out), out
+    at_once = "cannot lengthen a gloo group's timeout once made: it is made hold-proof now"
+    assert all((at_once in err) != hydro.groups.late_switch_reaches("gloo") for _, err in out), out
 
 
 def test_a_rank_stopped_alone_is_caught_as_a_hang(tmp_path):
