@@ -53,10 +53,10 @@ cmake --build "$work/by-root" --target spank_hydro -j "$(nproc)" >"$work/build.l
   fail "the plugin did not build: $(tail -20 "$work/build.log")"
 rm "$slurm/lib64/slurm/proctrack_linuxproc.so"
 (cd "$work/by-root/spank" && cmake -DCMAKE_INSTALL_LOCAL_ONLY=1 -P cmake_install.cmake >/dev/null) || fail "its install failed"
-nm -D --defined-only "$slurm/lib64/slurm/spank_hydro.so" | grep -q ' slurm_spank_init$' ||
+grep -q ' slurm_spank_init$' <<<"$(nm -D --defined-only "$slurm/lib64/slurm/spank_hydro.so")" ||
   fail "no plugin with slurm_spank_init in $slurm/lib64/slurm"
 
 if configure "$work/none" -DSLURM_ROOT="$work/empty"; then fail "a SLURM_ROOT without Slurm's headers configured"; fi
-tr -s ' \n' ' ' <"$work/none.log" | grep -qF "no slurm/spank.h in SLURM_ROOT=$work/empty Slurm" ||
+grep -qF "no slurm/spank.h in SLURM_ROOT=$work/empty Slurm" <<<"$(tr -s ' \n' ' ' <"$work/none.log")" ||
   fail "the error does not name SLURM_ROOT: $(grep -A2 'Error' "$work/none.log")"
 echo "PASS slurm_root: built for Slurm $version in $slurm (SLURM_ROOT and pkg-config), installed into its lib64/slurm"
