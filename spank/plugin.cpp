@@ -188,7 +188,7 @@ int task_init(spank_t sp) {
   if (set_env(sp, "HYDRO_RESTART_COUNT", restart.empty() ? "0" : restart)) return -1;
 
   if (set_env(sp, env_name(Setting::suspend_grace), std::to_string(g_grace.seconds))) return -1;
-  if (set_env(sp, "HYDRO_SUSPEND_GRACE_FROM", g_grace.from)) return -1;
+  if (set_env(sp, hydro::kSuspendGraceFromEnv, g_grace.from)) return -1;
   // Command line beats the job's environment, which beats the admin's default.
   for (const auto& spec : job_setting_specs()) {
     if (spec.env == std::string(env_name(Setting::suspend_grace))) continue;  // Slurm's, set above

@@ -35,7 +35,7 @@ long thread_id() { return ::syscall(SYS_gettid); }
 // Slurm's suspend: SIGTSTP, then SIGSTOP or the cgroup freeze suspend_grace_time later
 // (slurmstepd's _handle_suspend; HYDRO_SUSPEND_GRACE, set by the plugin; shared/NOTES.md).
 std::string suspend_grace_text(int64_t seconds) {
-  const char* from = std::getenv("HYDRO_SUSPEND_GRACE_FROM");
+  const char* from = std::getenv(kSuspendGraceFromEnv);
   return std::to_string(seconds) + " s of Slurm's suspend grace time (" + env_name(Setting::suspend_grace) + ", " +
          (from && *from ? std::string("from ") + from : "not set by hydro's plugin: Slurm's default assumed") + ")";
 }
@@ -158,8 +158,8 @@ class OperatorPause {
   bool cuda() const { return cuda_; }
   bool suspend_checkpoint() const { return suspend_checkpoint_; }
   void set_suspend_checkpoint(bool on, const std::string& why_not) {
+    std::lock_guard<std::mutex> lock(mutex_);  // with the reason, so that suspend_note reads a pair
     suspend_checkpoint_ = on;
-    std::lock_guard<std::mutex> lock(mutex_);
     suspend_checkpoint_why_not_ = why_not;
   }
   // What a SIGTSTP's log line adds: the window, and why no checkpoint comes first where none does.

@@ -40,14 +40,17 @@ std::string Runtime::suspend_checkpoint_why_not() const {
   return text;
 }
 
-bool Runtime::suspend_checkpoint_fits() const {
-  return settings_.suspend_checkpoint && settings_.pause && suspend_checkpoint_why_not().empty();
+// Whether this rank's SIGTSTP would end the step and checkpoint first, given why_not()'s answer.
+bool Runtime::suspend_checkpoint_fits(const std::string& why_not) const {
+  return settings_.suspend_checkpoint && settings_.pause && why_not.empty();
 }
 
 void Runtime::update_suspend_budget() {
   // One rank decides alone. A group decides at each step-end vote, every rank alike. Several ranks
   // whose state rank 0 writes alone never do it: rank 0 would wait in a collective for a paused peer.
-  if (settings_.world_size == 1) set_suspend_checkpoint(suspend_checkpoint_fits(), suspend_checkpoint_why_not());
+  if (settings_.world_size != 1) return;
+  const std::string why_not = suspend_checkpoint_why_not();
+  set_suspend_checkpoint(suspend_checkpoint_fits(why_not), why_not);
 }
 
 // One step end's decisions: from this rank's signals, then (in a group) from the vote.
@@ -140,14 +143,14 @@ void Runtime::decide_checkpoint(int64_t step, StepEndPlan* plan) {
   plan->exit = gate.exit_requested();
   if (!grouped()) return;
   GroupDecision d;
-  Status st =
-      group_->vote(settings_.mode, plan->checkpoint, plan->exit, &d, {suspend_checkpoint_fits(), plan->suspend_now});
+  const std::string mine = suspend_checkpoint_why_not();
+  Status st = group_->vote(settings_.mode, plan->checkpoint, plan->exit, &d,
+                           {suspend_checkpoint_fits(mine), plan->suspend_now});
   if (!st.ok()) throw_status(st);
   if (d.exit && !plan->exit) log("exit requested by another rank at step " + std::to_string(step));
   plan->checkpoint = d.checkpoint;
   plan->exit = d.exit;
   plan->before_suspend = d.suspend_now;
-  const std::string mine = suspend_checkpoint_why_not();
   set_suspend_checkpoint(d.suspend_checkpoint,
                          d.suspend_checkpoint || !mine.empty()
                              ? mine

@@ -24,6 +24,10 @@ namespace hydro {
 enum class CheckpointMode { sync_any, sync_all, async };
 const char* mode_name(CheckpointMode m);
 
+// Set by the plugin beside HYDRO_SUSPEND_GRACE: where Slurm's suspend grace time came from
+// (slurm.conf, Slurm's default, the admin's suspend_grace_time), which the pause's log line quotes.
+inline constexpr const char* kSuspendGraceFromEnv = "HYDRO_SUSPEND_GRACE_FROM";
+
 struct Settings {
   bool pause = true;                         // HYDRO_PAUSE=on|off (set by --hydro-pause); on outside Slurm
   std::string checkpoint_dir;                // HYDRO_CKPT_DIR: absolute; empty = no checkpoints
@@ -41,7 +45,7 @@ struct Settings {
   bool suspend_checkpoint = true;
   // HYDRO_SUSPEND_GRACE: Slurm's suspend grace time, the seconds from a suspend's SIGTSTP to its
   // SIGSTOP or cgroup freeze (set by the plugin from slurm.conf; 2, Slurm's default, without it).
-  int64_t suspend_grace_s = 2;
+  int64_t suspend_grace_s = 2;  // (the plugin also sets kSuspendGraceFromEnv: where it came from)
   // Budget of a suspend checkpoint: the last step plus the last checkpoint must take under this.
   double suspend_checkpoint_budget_s() const { return 0.75 * static_cast<double>(suspend_grace_s); }
   SignalMap signals = SignalMap::defaults();       // HYDRO_SIGNALS

@@ -170,7 +170,7 @@ class Runtime {
   bool grouped() const { return group_ != nullptr; }
   void update_suspend_budget();
   std::string save_tolerated(int64_t step);
-  bool suspend_checkpoint_fits() const;
+  bool suspend_checkpoint_fits(const std::string& why_not) const;
   std::string suspend_checkpoint_why_not() const;
   Settings settings_;
   Fs& fs_;
