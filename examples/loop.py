@@ -5,7 +5,7 @@ The lines marked "hydro" are all a user adds to a loop of their own. Under `srun
 ranks train with DistributedDataParallel over Gloo (the lines marked "ranks"), or with --fsdp a model
 sharded by FSDP2 (each rank holds and checkpoints its own shards). Prints 'step N loss X' and
 finally 'weights_digest=<hex>'; checkpoints go to $HYDRO_CKPT_DIR. The same flags and output as the
-C++ hydro-example-loop (but --fsdp), so the Slurm path tests run either."""
+C++ hydro-example-loop (but --fsdp and --workers), so the Slurm path tests run either."""
 import argparse
 import contextlib
 import ctypes
@@ -44,6 +44,10 @@ def parse():
                    help="the last rank runs torch operators this long after each optimizer step, so "
                         "that the others wait for it in the step end's vote, where it pauses at an "
                         "operator (the weights do not change)")
+    p.add_argument("--workers", type=int, default=0,
+                   help="read the batches through hydro.DataLoader with this many worker processes, from a "
+                        "dataset of seeded samples whose noise the workers draw (default 0: each batch is "
+                        "drawn in the training process)")
     p.add_argument("--fsdp", action="store_true",
                    help="with several ranks: shard the model with FSDP2 (fully_shard, on the CPU) instead of "
                         "DistributedDataParallel")
@@ -65,6 +69,31 @@ def digest(model):
         v = (v.full_tensor() if hasattr(v, "full_tensor") else v).detach().contiguous()
         h.update(ctypes.string_at(v.data_ptr(), v.numel() * v.element_size()))
     return h.hexdigest()[:16]
+
+
+class Samples(torch.utils.data.Dataset):
+    """--workers: sample i is the same in every run, plus noise that a DataLoader worker draws from
+    torch's generator (hydro.DataLoader seeds it per sample: the same noise after a resume)."""
+
+    def __init__(self, seed, teacher, size=4096):
+        self.seed, self.teacher, self.size = seed, teacher, size
+
+    def __len__(self):
+        return self.size
+
+    def __getitem__(self, i):
+        x = torch.randn(64, generator=torch.Generator().manual_seed(self.seed * 1000003 + i))
+        x = x + 0.01 * torch.randn(64)
+        return x, (x @ self.teacher).argmax()
+
+
+def batches(loader):
+    """Batch after batch, epoch after epoch, from where a resumed loader left off."""
+    epoch = loader.sampler.epoch
+    while True:
+        loader.sampler.set_epoch(epoch)  # the resumed epoch keeps its place
+        yield from loader
+        epoch += 1
 
 
 def shard(net, world_size):
@@ -97,19 +126,28 @@ def main():
     model = (shard(net, env["world_size"]) if a.fsdp else ddp(net)) if ranks else net  # ranks
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
 
+    loader = hydro.DataLoader(Samples(a.seed, teacher), batch_size=a.batch, shuffle=True, num_workers=a.workers,
+                              seed=a.seed) if a.workers else None  # keeps its place (hydro)
+
     rt = hydro.Runtime()                                                      # hydro
     rt.track("model", model)                                                  # hydro
     rt.track("optimizer", opt)                                                # hydro
+    if loader:
+        rt.track("loader", loader)                                            # hydro
     first = step = rt.resume()                                                # hydro
+    data = batches(loader) if loader else None
     while step < a.steps:
         # A watchdog timer around the whole step, the checkpoint included (none without --step-timeout).
         timer = hydro.watchdog.expires(a.step_timeout, scope="step") if a.step_timeout else contextlib.nullcontext()
         with timer:
             # Several ranks: each draws its batch from a generator of (seed, step, rank); one rank: from
             # the training's own generator, which checkpoints hold.
-            g = torch.Generator().manual_seed(a.seed * 1000003 + step * 1009 + env["rank"]) if ranks else None
-            x = torch.randn(a.batch, 64, generator=g)
-            y = (x @ teacher).argmax(1)
+            if data:
+                x, y = next(data)
+            else:
+                g = torch.Generator().manual_seed(a.seed * 1000003 + step * 1009 + env["rank"]) if ranks else None
+                x = torch.randn(a.batch, 64, generator=g)
+                y = (x @ teacher).argmax(1)
             opt.zero_grad()
             loss = F.cross_entropy(model(x), y)
             if a.rank_skew_ms and env["rank"] == env["world_size"] - 1:
