@@ -201,6 +201,24 @@ wait_steps() {
   fail "training did not advance $n steps past $from in $file"
 }
 
+# expect_weights JOB LOG WANT [TASKS]: waits for JOB to complete, then fails unless each of its TASKS
+# tasks (default 1) printed the weights_digest WANT, the run never interrupted's; sets got.
+expect_weights() {
+  wait_for "$2" '^weights_digest=' 300
+  wait_state "$1" COMPLETED 60
+  show_new "$2"
+  got=$(grep -oP '^weights_digest=\K\w+' "$2" | sort -u) || fail "the job printed no weights_digest"
+  [ "$(grep -c '^weights_digest=' "$2")" = "${4:-1}" ] || fail "not every task printed a weights_digest"
+  [ "$got" = "$3" ] || fail "weights differ: interrupted $got, uninterrupted $3"
+}
+
+# resume_requeued JOB LOG N STEP: releases the requeued JOB, whose Nth restart then resumes from STEP.
+resume_requeued() {
+  release "$1"
+  wait_for "$2" "^restart count: $3\$" 60
+  wait_for "$2" "resumed from .* at step $4\$" 60
+}
+
 # release JOB: a requeued job waits ~121 s to be eligible; start it now. slurmd refuses a launch
 # whose credential is from the same second as the requeue's revocation ("already killed, do not
 # launch batch job"), so let the second pass, and ask again if the job is sent back to wait.

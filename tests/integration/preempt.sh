@@ -42,12 +42,7 @@ note "the preemptor $high ran and ended; job $job was requeued"
 release "$job"
 wait_for "$log" '^restart count: 1$' 60
 wait_count "$log" 'resumed from .* at step [0-9]+$' "$tasks" 60
-wait_for "$log" '^weights_digest=' 300
-wait_state "$job" COMPLETED 60
-show_new "$log"
-got=$(grep -oP '^weights_digest=\K\w+' "$log" | sort -u)
-[ "$(grep -c '^weights_digest=' "$log")" = "$tasks" ] || fail "not every rank printed a weights_digest"
-[ "$got" = "$want" ] || fail "weights differ: preempted $got, uninterrupted $want"
+expect_weights "$job" "$log" "$want" "$tasks"
 note "weights_digest=$got equals the uninterrupted run"
 report_path "preemption(n=$tasks)" "$log" 'checkpoint-and-exit requested by SIGTERM'
 rm -rf "$work"

@@ -63,14 +63,8 @@ wait_for "$log" 'checkpoint of step [0-9]+ committed' 30
 grep -q 'inherited_task) signal 15\b' "$slurmd_log" || fail "slurmstepd sent no SIGTERM to the step's inherited processes"
 ! grep -qiE 'DataLoader worker .* (killed|exited unexpectedly)' "$log" || fail "a DataLoader worker died of Slurm's SIGTERM"
 ck=$(grep -oP 'checkpoint of step \K[0-9]+' "$log" | tail -1)
-release "$job"
-wait_for "$log" '^restart count: 1$' 60
-wait_for "$log" "resumed from .* at step $ck\$" 60
-wait_for "$log" '^weights_digest=' 300
-wait_state "$job" COMPLETED 60
-show_new "$log"
-got=$(grep -oP '^weights_digest=\K\w+' "$log") || fail "the job printed no weights_digest"
-[ "$got" = "$want" ] || fail "weights differ: interrupted $got, uninterrupted $want"
+resume_requeued "$job" "$log" 1 "$ck"
+expect_weights "$job" "$log" "$want"
 note "weights_digest=$got equals the uninterrupted run (suspended at step $frozen, requeued at $ck, 2 workers signalled by Slurm)"
 rm -rf "$work"
 echo "PASS signal_children"

@@ -71,14 +71,8 @@ note "scontrol requeue while suspended: SIGKILL with no warning; the job resumes
 scontrol requeue "$job"
 wait_state "$job" 'PENDING|REQUEUE_HOLD|REQUEUED' 60
 scontrol release "$job" 2>/dev/null || true
-release "$job"
-wait_for "$log" '^restart count: 1$' 60
-wait_for "$log" "resumed from .* at step $ck\$" 60
-wait_for "$log" '^weights_digest=' 300
-wait_state "$job" COMPLETED 60
-show_new "$log"
-got=$(grep -oP '^weights_digest=\K\w+' "$log")
-[ "$got" = "$want" ] || fail "weights differ: $got, uninterrupted $want"
+resume_requeued "$job" "$log" 1 "$ck"
+expect_weights "$job" "$log" "$want"
 report_figure "FIGURE path=suspend_grace(grace=${grace}s) signal_to_commit_ms=$commit_ms"
 rm -rf "$work"
 echo "PASS suspend_grace ($proctrack, suspend_grace_time=$grace: a checkpoint of a 3 s step before the freeze)"

@@ -105,15 +105,8 @@ wait_for "$log" 'SIGURG: asking the program to checkpoint and exit' 30
 wait_for "$log" "job $job requeued" 30
 ck2=$(grep -oP 'checkpoint of step \K[0-9]+' "$log" | tail -1)
 [ "$ck2" -gt "$ck1" ] || fail "no new checkpoint after URG (last was step $ck1)"
-release "$job"
-wait_for "$log" '^restart count: 2$' 60
-wait_for "$log" "resumed from .* at step $ck2\$" 30
-
-wait_for "$log" '^weights_digest=' 300
-wait_state "$job" COMPLETED 60
-show_new "$log"
-got=$(grep -oP '^weights_digest=\K\w+' "$log") || fail "the job printed no weights_digest"
-[ "$got" = "$want" ] || fail "weights differ: interrupted $got, uninterrupted $want"
+resume_requeued "$job" "$log" 2 "$ck2"
+expect_weights "$job" "$log" "$want"
 resumed=$(grep -oP 'resumed from .* at step \K[0-9]+' "$log" | tr '\n' ' ')
 note "weights_digest=$got equals the uninterrupted run; checkpoints at steps $ck1 $ck2, resumed at steps $resumed: 0 steps lost"
 rm -rf "$work"

@@ -64,11 +64,7 @@ note "hydro-mallory is refused by hydroctl (naming the owner) and by Slurm ($(tr
 
 as hydro-alice "$ctl" resume "$job" >/dev/null || fail "hydroctl resume as the owner failed"
 wait_steps "$log" 50
-wait_for "$log" '^weights_digest=' 300
-wait_state "$job" COMPLETED 60
-show_new "$log"
-got=$(grep -oP '^weights_digest=\K\w+' "$log")
-[ "$got" = "$want" ] || fail "weights differ: $got, uninterrupted $want"
+expect_weights "$job" "$log" "$want"
 note "weights_digest=$got equals the untouched run"
 rm -rf "$work"
 echo "PASS user_signals ($proctrack)"
