@@ -82,9 +82,9 @@ std::optional<std::string> preempt_parameters(const std::string& conf_text) {
   return found;
 }
 
-int64_t grace_from_preempt_parameters(const std::string& params, std::string* why) {
+std::optional<int64_t> grace_from_preempt_parameters(const std::string& params, std::string* why) {
   const char* at = strcasestr(params.c_str(), kKey);
-  if (!at) return kSlurmDefaultSuspendGrace;
+  if (!at) return std::nullopt;
   const char* value = at + std::strlen(kKey);
   char* end = nullptr;
   errno = 0;
@@ -113,14 +113,13 @@ SuspendGrace suspend_grace(int slurm_major, int slurm_minor, const std::string& 
     return {kSlurmDefaultSuspendGrace,
             "Slurm's default (" + cause + ", and the hydro config sets no suspend_grace_time)"};
   }
-  const std::optional<std::string> params = preempt_parameters(text);
-  if (!params || !strcasestr(params->c_str(), kKey))
+  std::string why;
+  const std::optional<int64_t> s = grace_from_preempt_parameters(preempt_parameters(text).value_or(""), &why);
+  if (!s)
     return {kSlurmDefaultSuspendGrace,
             "Slurm's default (" + conf_path + " sets no PreemptParameters=suspend_grace_time)"};
-  std::string why;
-  const int64_t s = grace_from_preempt_parameters(*params, &why);
-  if (!why.empty()) return {s, "Slurm's default: " + why + " (" + conf_path + ")"};
-  return {s, "slurm.conf's PreemptParameters (" + conf_path + ")"};
+  if (!why.empty()) return {*s, "Slurm's default: " + why + " (" + conf_path + ")"};
+  return {*s, "slurm.conf's PreemptParameters (" + conf_path + ")"};
 }
 
 }  // namespace hydro::spank

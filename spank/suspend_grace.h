@@ -28,9 +28,9 @@ inline constexpr int64_t kSlurmDefaultSuspendGrace = 2;
 // or none. Keys are case-insensitive; '#' starts a comment; a line may hold several Key=Value.
 std::optional<std::string> preempt_parameters(const std::string& conf_text);
 
-// Slurm's grace from a PreemptParameters value, as slurmstepd parses it. `why` gets the reason
-// when Slurm would ignore what is there.
-int64_t grace_from_preempt_parameters(const std::string& params, std::string* why);
+// Slurm's grace from a PreemptParameters value, as slurmstepd parses it: none where the value sets
+// no suspend_grace_time; Slurm's default, and in `why` the reason, where Slurm ignores what is set.
+std::optional<int64_t> grace_from_preempt_parameters(const std::string& params, std::string* why);
 
 // What a step of this Slurm release (SLURM_VERSION_NUMBER's major and minor) uses: read from the
 // slurm.conf at `conf_path` on 23.11 and later, 2 before. `admin` (the hydro config's

@@ -30,7 +30,7 @@ TEST(SuspendGrace, ParsedAsSlurmstepdDoesTheRestOfTheValueAWholeNumber) {
   EXPECT_EQ(grace_from_preempt_parameters("suspend_grace_time=6", &why), 6);
   EXPECT_EQ(grace_from_preempt_parameters("reclaim_licenses,SUSPEND_GRACE_TIME=0", &why), 0);
   EXPECT_EQ(why, "");
-  EXPECT_EQ(grace_from_preempt_parameters("strict_order", &why), 2);
+  EXPECT_EQ(grace_from_preempt_parameters("strict_order", &why), std::nullopt);
   EXPECT_EQ(why, "");
   // Slurm's parse_uint32 takes the whole rest: an option after it leaves Slurm's 2, and so here.
   EXPECT_EQ(grace_from_preempt_parameters("suspend_grace_time=6,reclaim_licenses", &why), 2);
