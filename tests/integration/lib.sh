@@ -30,7 +30,7 @@ fail() {
 }
 note() { echo "== $*"; }
 
-launch=$build/launcher/hydro-launch
+launch=${HYDRO_TEST_LAUNCH:-$build/launcher/hydro-launch}  # pip_install.sh: the venv's
 hydroctl=$build/ctl/hydroctl
 plugstack=()                                     # slurm-local writes one that loads the build's plugin
 train=$build/examples/hydro-example-loop        # the few-lines loop: --steps, --step-ms, ...

@@ -2,7 +2,7 @@
 # `pip install` as a new user runs it: a fresh virtual environment, torch from PyPI, then hydro from
 # the checkout (pip_venv.sh: in HYDRO_TEST_PIP_DIR when scripts/test made it beside the main tier's
 # tests, waited for here; else here). Then, with nothing of the build on the path, that interpreter
-# runs examples/loop.py under srun hydro-launch on a real Slurm (suspended, resumed, requeued,
+# runs examples/loop.py under the venv's own hydro-launch (pip installs it in bin/) on a real Slurm (suspended, resumed, requeued,
 # ending bit-for-bit: suspend_requeue.sh), and the .pth hook pauses an unchanged script
 # (python_autopause.sh). One build: pip install builds the wheel it installs, and its RECORD says
 # what the wheel held.
@@ -50,7 +50,15 @@ err=$(cd / && PYTHONPATH="$work/other" /usr/bin/python3 -c 'import hydro' 2>&1) 
 grep -q "hydro was built for torch ${where#* } but this interpreter has torch" <<<"$err" || fail "no clear error under another torch: $err"
 note "under another torch: $(grep -o 'hydro was built for.*(from' <<<"$err")"
 
-export HYDRO_TEST_PYTHON=$pip_dir/venv/bin/python HYDRO_TEST_PROGRAM=python
+# hydro-launch, in the venv's bin/ beside python: it runs, and it never loads libtorch.
+launcher=$pip_dir/venv/bin/hydro-launch
+grep -qE '^bin/hydro-launch$|/bin/hydro-launch$' <<<"$listing" || fail "the wheel has no bin/hydro-launch: $listing"
+[ "$("$launcher" --version)" = "hydro-launch $(sed -n 's/^project(hydro VERSION \([0-9.]*\).*/\1/p' "$top/CMakeLists.txt")" ] ||
+  fail "the venv's hydro-launch --version: $("$launcher" --version 2>&1)"
+! grep -qE 'lib(torch|c10)' <<<"$(ldd "$launcher")" || fail "the venv's hydro-launch links libtorch: $(ldd "$launcher")"
+note "the venv's $launcher: $("$launcher" --version), no libtorch"
+
+export HYDRO_TEST_PYTHON=$pip_dir/venv/bin/python HYDRO_TEST_PROGRAM=python HYDRO_TEST_LAUNCH=$launcher
 "$top/tests/integration/suspend_requeue.sh" "$proctrack" || fail "the Slurm path with the pip-installed hydro failed"
 "$top/tests/integration/python_autopause.sh" "$proctrack" || fail "the .pth hook of the pip-installed hydro did not pause"
 echo "PASS pip_install ($proctrack)"
