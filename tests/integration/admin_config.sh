@@ -2,8 +2,9 @@
 # The admin's config on a real Slurm: a YAML file named in plugstack.conf, plugstack arguments over
 # it, the user's options and environment over both; bad config refused at submit time naming the
 # file, line and key; the per-job checkpoint directory made as the job's (non-root) user, mode
-# 0700; the admin's signal map followed by the runtime, hydro-launch and hydroctl; and a symlink
-# planted by another user refused, its target untouched.
+# 0700; the admin's signal map followed by the runtime, hydro-launch and hydroctl; a config broken
+# after submit fails the job, never the node; and a symlink planted by another user refused, its
+# target untouched.
 source "$(dirname "$0")/lib.sh"
 start_cluster "${1:-cgroup}"
 
@@ -89,6 +90,23 @@ printf 'keep_last: 2\n' >"$yaml"
 echo "required $plugin config=$yaml bogus=1" >"$plugstack"
 expect_refused "hydro: init: plugstack.conf: unknown spank_hydro.so key 'bogus'" srun true
 note "bad options, a bad YAML file and an unknown plugstack key are refused at submit time, named"
+
+# A config broken after the job was submitted: slurmstepd's plugin cannot start it. The job fails,
+# its output and slurmd's log name the cause, and the node is never drained (Slurm drains it when a
+# required plugin's init fails: hydro fails the task in task_init, and from Slurm 25.05 it also sets
+# slurm_spank_init_failure_mode to fail the job, not the node).
+printf 'keep_last: 2\n' >"$yaml"
+echo "required $plugin config=$yaml" >"$plugstack"
+job=$(sbatch --parsable -H -o "$work/held.out" --wrap 'echo ran') || fail "sbatch -H failed"
+printf 'keep_last: [1, 2\n' >"$yaml"
+scontrol release "$job"
+wait_state "$job" FAILED 60
+! grep -qx ran "$work/held.out" || fail "the job ran under a broken config"
+grep -qF "the admin's hydro config is invalid, so the job cannot start: $yaml: line 2: not valid YAML" "$work/held.out" ||
+  fail "the job's output does not name the cause: $(cat "$work/held.out")"
+state=$(sinfo -h -o %t)
+[[ $state != *drain* && $state != drng ]] || fail "the node is $state after the broken config: $(sinfo -h -o %E)"
+note "a config broken after submit fails job $job, naming $yaml's line 2; the node stays $state"
 
 # A second Unix user runs a job: the directory is made as that user, mode 0700.
 for u in hydro-alice hydro-mallory; do id "$u" >/dev/null 2>&1 || useradd --no-create-home --shell /bin/sh "$u"; done
