@@ -23,9 +23,10 @@ tests_running() {
 # the examples and the build: the main tier's torch units and the smoke tests; a unit test: both
 # tiers' units; a Python module: its own
 # test file (tests/python/test_NAME.py) and the binding's basic ones; a test file or script: its
-# tests; Slurm's scripts: the option test on both proctrack plugins. The style check always.
+# tests; Slurm's scripts: the option test on both proctrack plugins; the packaging (debian/, rpm/,
+# scripts/package): the oldest tier's package tests. The style check always.
 changed_selections() {
-  local f regex=() sanitize= torch=
+  local f regex=() sanitize= torch= packages=()
   while read -r f; do
     case "$f" in
       runtime/core/* | runtime/include/* | runtime/store/* | config/* | spank/* | launcher/* | ctl/*)
@@ -43,10 +44,14 @@ changed_selections() {
         regex+=('slurm\.option\.(cgroup|linuxproc)' 'multinode\.moved\.cgroup') ;;
       tests/integration/*.sh) regex+=($(tests_running "$build" "$(basename "$f")" | sed 's/\./\\./g')) ;;
       tests/fuzz/*) sanitize=1 ;;
+      debian/* | tests/package/install.sh | tests/package/package_lib.sh) packages+=(install) ;;
+      rpm/* | tests/package/rpm.sh) packages+=(rpm) ;;
+      scripts/package) packages+=(install rpm) ;;
     esac
   done < <(changed_files "$1")
   echo "main -R ^style\\.check\$"
   [ -z "$sanitize" ] || echo "sanitize -L ^unit\$"
   [ -z "$torch" ] || echo "main -L ^torch\$"
   [ ${#regex[@]} = 0 ] || echo "main -R ^($(printf '%s\n' "${regex[@]}" | sort -u | paste -sd'|'))\$"
+  [ ${#packages[@]} = 0 ] || echo "oldest -R ^package\\.($(printf '%s\n' "${packages[@]}" | sort -u | paste -sd'|'))\$"
 }
