@@ -87,6 +87,14 @@ class Samples(torch.utils.data.Dataset):
         return x, (x @ self.teacher).argmax()
 
 
+def draw(a, step, rank, teacher):
+    """A step's batch without --workers. Several ranks: each draws it from a generator of (seed, step,
+    rank); one rank (rank None): from the training's own generator, which checkpoints hold."""
+    g = torch.Generator().manual_seed(a.seed * 1000003 + step * 1009 + rank) if rank is not None else None
+    x = torch.randn(a.batch, 64, generator=g)
+    return x, (x @ teacher).argmax(1)
+
+
 def batches(loader):
     """Batch after batch, epoch after epoch, from where a resumed loader left off."""
     epoch = loader.sampler.epoch
@@ -140,14 +148,7 @@ def main():
         # A watchdog timer around the whole step, the checkpoint included (none without --step-timeout).
         timer = hydro.watchdog.expires(a.step_timeout, scope="step") if a.step_timeout else contextlib.nullcontext()
         with timer:
-            # Several ranks: each draws its batch from a generator of (seed, step, rank); one rank: from
-            # the training's own generator, which checkpoints hold.
-            if data:
-                x, y = next(data)
-            else:
-                g = torch.Generator().manual_seed(a.seed * 1000003 + step * 1009 + env["rank"]) if ranks else None
-                x = torch.randn(a.batch, 64, generator=g)
-                y = (x @ teacher).argmax(1)
+            x, y = next(data) if data else draw(a, step, env["rank"] if ranks else None, teacher)
             opt.zero_grad()
             loss = F.cross_entropy(model(x), y)
             if a.rank_skew_ms and env["rank"] == env["world_size"] - 1:
