@@ -7,8 +7,9 @@
 //   option callbacks   validate at submit time; in slurmstepd they run again (twice), so they
 //                      only ever assign.
 //   slurm_spank_task_init  per task, as the job's user: the HYDRO_* variables the runtime and
-//                      hydro-launch read, the per-job checkpoint directory (job_dir.h), and the
-//                      pause signals blocked until a runtime handles them.
+//                      hydro-launch read, the per-job checkpoint directory (job_dir.h), the
+//                      pause signals blocked until a runtime handles them, and with
+//                      --hydro-launch (Slurm 23.11 and later) the task run under hydro-launch.
 extern "C" {
 #include <slurm/spank.h>
 #include <slurm/slurm.h>
@@ -25,6 +26,7 @@ extern "C" {
 #include <string>
 #include <vector>
 
+#include "hydro/launch_ready.h"
 #include "hydro/settings.h"
 #include "hydro/setting_schema.h"
 #include "hydro/signal_map.h"
@@ -78,6 +80,23 @@ int on_option(int index, const char* optarg, int) {
   }
 }
 
+// --hydro-launch: each task runs under hydro-launch (`hydro-launch -- TASK...`), found on the task's
+// PATH (a container's, with pyxis), through spank_prepend_task_argv, which Slurm 23.11 added.
+constexpr bool kCanPrependArgv = SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(23, 11, 0);
+bool g_launch = false;
+
+int on_launch_option(int, const char*, int) {
+  if (!kCanPrependArgv) {
+    slurm_error(
+        "hydro: option: --hydro-launch needs Slurm 23.11 or later (spank_prepend_task_argv), and this "
+        "plugin is built for Slurm %d.%02d: run `srun hydro-launch -- PROGRAM ...` instead",
+        SLURM_VERSION_MAJOR(SLURM_VERSION_NUMBER), SLURM_VERSION_MINOR(SLURM_VERSION_NUMBER));
+    return -1;
+  }
+  g_launch = true;
+  return 0;
+}
+
 std::vector<spank_option>& options() {
   static std::vector<spank_option> opts = [] {
     std::vector<spank_option> v;
@@ -86,6 +105,10 @@ std::vector<spank_option>& options() {
       if (specs[i].option)  // the admin's alone (suspend_grace_time) have none
         v.push_back({const_cast<char*>(specs[i].option), const_cast<char*>(specs[i].arginfo),
                      const_cast<char*>(specs[i].help), 1, static_cast<int>(i), on_option});
+    v.push_back({const_cast<char*>("hydro-launch"), nullptr,
+                 const_cast<char*>("Run each task under hydro-launch, found on the task's PATH (Slurm 23.11 and "
+                                   "later; the same as `hydro-launch -- PROGRAM ...`)"),
+                 0, static_cast<int>(specs.size()), on_launch_option});
     return v;
   }();
   return opts;
@@ -173,6 +196,21 @@ void block_pause_signals(spank_t sp) {
                                                            get_env(sp, env_name(Setting::signals))));
 }
 
+// --hydro-launch: `hydro-launch --` before the task's argv, unless the task already runs under one
+// (a step started by a batch script that hydro-launch runs: the script's environment holds its pipe).
+int wrap_in_launcher(spank_t sp) {
+  if (env_set(sp, hydro::kLaunchReadyEnv)) return 0;
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(23, 11, 0)
+  const char* argv[] = {"hydro-launch", "--"};
+  spank_err_t rc = spank_prepend_task_argv(sp, 2, argv);
+  if (rc != ESPANK_SUCCESS) {
+    slurm_error("hydro: task_init: --hydro-launch: cannot run the task under hydro-launch: %s", spank_strerror(rc));
+    return -1;
+  }
+#endif
+  return 0;
+}
+
 int task_init(spank_t sp) {
   if (!g_config_ok) {
     slurm_error("hydro: task_init: the admin's hydro config is invalid, so the job cannot start: %s",
@@ -204,7 +242,7 @@ int task_init(spank_t sp) {
   }
   if (default_checkpoint_dir(sp, job)) return -1;
   block_pause_signals(sp);
-  return 0;
+  return g_launch ? wrap_in_launcher(sp) : 0;
 }
 
 // slurmd loads the plugstack once, when it starts (slurm_spank_init in S_CTX_SLURMD; Slurm 22.05
