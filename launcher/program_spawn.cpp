@@ -25,6 +25,7 @@ pid_t spawn(const std::vector<std::string>& command, const sigset_t& old_mask, c
     ::setenv(kLaunchReadyEnv, std::to_string(ready_fd).c_str(), 1);
     ::setenv(kLaunchReadyInoEnv, std::to_string(st.st_ino).c_str(), 1);
   }
+  if (const char* job = std::getenv("SLURM_JOB_ID")) ::setenv(kLaunchJobEnv, job, 1);
   std::vector<char*> argv;
   for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);

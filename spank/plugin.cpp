@@ -197,9 +197,10 @@ void block_pause_signals(spank_t sp) {
 }
 
 // --hydro-launch: `hydro-launch --` before the task's argv, unless the task already runs under one
-// (a step started by a batch script that hydro-launch runs: the script's environment holds its pipe).
-int wrap_in_launcher(spank_t sp) {
-  if (env_set(sp, hydro::kLaunchReadyEnv)) return 0;
+// of this job's (a step that a batch script run by hydro-launch starts: HYDRO_LAUNCH_JOB is this
+// job's id; a job that such a script submits is another job, and is wrapped).
+int wrap_in_launcher(spank_t sp, const std::string& job) {
+  if (get_env(sp, hydro::kLaunchJobEnv) == job) return 0;
 #if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(23, 11, 0)
   const char* argv[] = {"hydro-launch", "--"};
   spank_err_t rc = spank_prepend_task_argv(sp, 2, argv);
@@ -242,7 +243,7 @@ int task_init(spank_t sp) {
   }
   if (default_checkpoint_dir(sp, job)) return -1;
   block_pause_signals(sp);
-  return g_launch ? wrap_in_launcher(sp) : 0;
+  return g_launch ? wrap_in_launcher(sp, job) : 0;
 }
 
 // slurmd loads the plugstack once, when it starts (slurm_spank_init in S_CTX_SLURMD; Slurm 22.05

@@ -25,6 +25,9 @@ inline constexpr const char* kLaunchReadyEnv = "HYDRO_LAUNCH_READY_FD";
 // The pipe's inode: a descriptor number can outlive its pipe (a launcher in between that closes
 // descriptors, as torchrun or Python's subprocess do) and be reused by another file.
 inline constexpr const char* kLaunchReadyInoEnv = "HYDRO_LAUNCH_READY_INO";
+// The Slurm job whose hydro-launch started the program (its SLURM_JOB_ID): the plugin's
+// --hydro-launch does not wrap again a step of that job, which the program (a batch script) starts.
+inline constexpr const char* kLaunchJobEnv = "HYDRO_LAUNCH_JOB";
 
 // A Unix datagram socket's path, in hydro-launch's private directory: the pipe's route for a
 // worker that lost it.
