@@ -92,7 +92,7 @@ expect_refused "hydro: init: plugstack.conf: unknown spank_hydro.so key 'bogus'"
 note "bad options, a bad YAML file and an unknown plugstack key are refused at submit time, named"
 
 # A config broken after the job was submitted: slurmstepd's plugin cannot start it. The job fails,
-# its output and slurmd's log name the cause, and the node is never drained (Slurm drains it when a
+# its output names the cause, and the node is never drained (Slurm drains it when a
 # required plugin's init fails: hydro fails the task in task_init, and from Slurm 25.05 it also sets
 # slurm_spank_init_failure_mode to fail the job, not the node).
 printf 'keep_last: 2\n' >"$yaml"
