@@ -82,11 +82,11 @@ int on_option(int index, const char* optarg, int) {
 
 // --hydro-launch: each task runs under hydro-launch (`hydro-launch -- TASK...`), found on the task's
 // PATH (a container's, with pyxis), through spank_prepend_task_argv, which Slurm 23.11 added.
-constexpr bool kCanPrependArgv = SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(23, 11, 0);
+#define HYDRO_CAN_PREPEND_ARGV (SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(23, 11, 0))
 bool g_launch = false;
 
 int on_launch_option(int, const char*, int) {
-  if (!kCanPrependArgv) {
+  if (!HYDRO_CAN_PREPEND_ARGV) {
     slurm_error(
         "hydro: option: --hydro-launch needs Slurm 23.11 or later (spank_prepend_task_argv), and this "
         "plugin is built for Slurm %d.%02d: run `srun hydro-launch -- PROGRAM ...` instead",
@@ -201,7 +201,7 @@ void block_pause_signals(spank_t sp) {
 // job's id; a job that such a script submits is another job, and is wrapped).
 int wrap_in_launcher(spank_t sp, const std::string& job) {
   if (get_env(sp, hydro::kLaunchJobEnv) == job) return 0;
-#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(23, 11, 0)
+#if HYDRO_CAN_PREPEND_ARGV
   const char* argv[] = {"hydro-launch", "--"};
   spank_err_t rc = spank_prepend_task_argv(sp, 2, argv);
   if (rc != ESPANK_SUCCESS) {
