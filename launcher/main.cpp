@@ -28,7 +28,12 @@ std::string description() {
          "admin's signals; by default also SIGUSR1, SIGUSR2 and SIGWINCH) to it, and when the program exits with "
          "status " +
          std::to_string(hydro::kExitRequeue) +
-         " (checkpointed, run me again) without Slurm ending the job, runs `scontrol requeue $SLURM_JOB_ID`.\n\n"
+         " (checkpointed, run me again) without Slurm ending the job, runs `scontrol requeue $SLURM_JOB_ID`. "
+         "Where that fails (no scontrol in a container), it exits with status " +
+         std::to_string(hydro::kExitRequeueJob) +
+         " instead, which the host turns into the requeue: hydro's SPANK plugin, or slurm.conf's RequeueExit=" +
+         std::to_string(hydro::kExitRequeueJob) +
+         ".\n\n"
          "With --watchdog-file, serves torch elastic's FileTimerServer protocol on that FIFO: workers arm "
          "timers (torch.distributed.elastic.timer.FileTimerClient, or hydro::WatchdogClient/ScopedTimer) "
          "and when one expires hydro-launch sends the timer's signal (SIGKILL by default) to the worker's "

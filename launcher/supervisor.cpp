@@ -335,26 +335,33 @@ static int run_generations(const Options& o, Supervisor& supervisor) {
   }
 }
 
+// Requeues this job with `scontrol` (decided in d). Where that fails (no scontrol in a container,
+// or one that cannot reach slurmctld), exits kExitRequeueJob instead, which the host turns into the
+// requeue: hydro's SPANK plugin in slurmstepd, or slurm.conf's RequeueExit.
+static int requeue(const Options& o, const ExitDecision& d) {
+  const std::string job_id = std::getenv("SLURM_JOB_ID");
+  int rc = 0;
+  switch (requeue_job(o.scontrol, job_id, d.restarts, &rc)) {
+    case Requeue::done: say("job " + job_id + " requeued"); return d.exit_code;
+    case Requeue::done_already:
+      say("job " + job_id + " requeued already (by another task's hydro-launch, or by Slurm)");
+      return d.exit_code;
+    case Requeue::failed: break;
+  }
+  say("`" + o.scontrol + " requeue " + job_id + "` failed with status " + std::to_string(rc) +
+      (rc == 127 ? " (no scontrol here: in a container?)" : "") + "; exiting " + std::to_string(kExitRequeueJob) +
+      " for the host to requeue the job: hydro's SPANK plugin does, or slurm.conf's RequeueExit=" +
+      std::to_string(kExitRequeueJob) + " (the job must be requeueable: sbatch --requeue)");
+  return kExitRequeueJob;
+}
+
 int run(const Options& o) {
   Supervisor supervisor(o);
   if (int rc = run_generations(o, supervisor)) return rc;
   supervisor.close_fds();
   ExitDecision d = decide_after_run(o, supervisor.wait_status(), supervisor.terminating(), supervisor.hang());
   say(d.why);
-  if (!d.requeue) return d.exit_code;
-  const std::string job_id = std::getenv("SLURM_JOB_ID");
-  int rc = 0;
-  switch (requeue_job(o.scontrol, job_id, d.restarts, &rc)) {
-    case Requeue::done: say("job " + job_id + " requeued"); break;
-    case Requeue::done_already:
-      say("job " + job_id + " requeued already (by another task's hydro-launch, or by Slurm)");
-      break;
-    case Requeue::failed:
-      say("error: " + o.scontrol + " requeue " + job_id + " failed with status " + std::to_string(rc) +
-          "; the job was not requeued (was it submitted with --requeue?)");
-      break;
-  }
-  return d.exit_code;
+  return d.requeue ? requeue(o, d) : d.exit_code;
 }
 
 }  // namespace hydro::launcher

@@ -10,6 +10,9 @@
 //                      hydro-launch read, the per-job checkpoint directory (job_dir.h), the
 //                      pause signals blocked until a runtime handles them, and with
 //                      --hydro-launch (Slurm 23.11 and later) the task run under hydro-launch.
+//   slurm_spank_task_exit  per task, in slurmstepd as root: a task that exits kExitRequeueJob
+//                      (hydro-launch that could not requeue: no scontrol in a container) has its
+//                      job requeued from the host, once.
 extern "C" {
 #include <slurm/spank.h>
 #include <slurm/slurm.h>
@@ -18,7 +21,10 @@ extern "C" {
 
 #include <pwd.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <cstdlib>
 #include <cstring>
@@ -26,6 +32,7 @@ extern "C" {
 #include <string>
 #include <vector>
 
+#include "hydro/exit_codes.h"
 #include "hydro/launch_ready.h"
 #include "hydro/settings.h"
 #include "hydro/setting_schema.h"
@@ -246,6 +253,56 @@ int task_init(spank_t sp) {
   return g_launch ? wrap_in_launcher(sp, job) : 0;
 }
 
+// Whether hydro is on for this job: --hydro-pause resolved as task_init resolves it (the option,
+// the job's HYDRO_PAUSE, the admin's default_pause) to other than off, or --hydro-launch.
+bool hydro_on(spank_t sp) {
+  if (g_launch) return true;
+  for (const auto& spec : job_setting_specs()) {
+    if (spec.env != std::string(env_name(Setting::pause))) continue;
+    std::string v = hydro::admin::job_setting_value(g_options, spec);
+    if (v.empty()) v = get_env(sp, spec.env);
+    if (v.empty()) v = hydro::admin::job_setting_value(g_config.defaults, spec);
+    return !v.empty() && v != "off";
+  }
+  return false;
+}
+
+// Requeues the job from the host (slurmstepd, as root) for a task that exited kExitRequeueJob.
+// Exactly once per event whoever else asks: Slurm makes a requeued job pending at once, and
+// refuses every later requeue of it with ESLURM_JOB_PENDING (hydro-launch's scontrol, another
+// node's plugin), and a RequeueExit that matches the batch script's status then finds it pending;
+// a step ends (and its task_exit with it) before the job can start again.
+void requeue_from_host(uint32_t job, uint32_t task) {
+  errno = 0;
+  if (slurm_requeue(job, 0) == SLURM_SUCCESS) {
+    slurm_info("hydro: task %u of job %u exited %d (checkpointed, requeue asked where no scontrol could): job requeued",
+               task, job, hydro::kExitRequeueJob);
+    return;
+  }
+  const int err = errno;
+  if (err == ESLURM_JOB_PENDING) {
+    slurm_info("hydro: task %u of job %u exited %d: the job is requeued already", task, job, hydro::kExitRequeueJob);
+    return;
+  }
+  slurm_error(
+      "hydro: task %u of job %u exited %d to be requeued, and Slurm refused: %s (a batch job submitted "
+      "with --requeue, or JobRequeue=1, can be)",
+      task, job, hydro::kExitRequeueJob, slurm_strerror(err));
+}
+
+int task_exit(spank_t sp) {
+  static bool asked = false;  // once per step: Slurm keeps it once per job (requeue_from_host)
+  int status = 0;
+  if (asked || spank_get_item(sp, S_TASK_EXIT_STATUS, &status) != ESPANK_SUCCESS) return 0;
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != hydro::kExitRequeueJob || !hydro_on(sp)) return 0;
+  asked = true;
+  uint32_t job = 0, task = 0;
+  spank_get_item(sp, S_JOB_ID, &job);
+  spank_get_item(sp, S_TASK_GLOBAL_ID, &task);
+  requeue_from_host(job, task);
+  return 0;
+}
+
 // slurmd loads the plugstack once, when it starts (slurm_spank_init in S_CTX_SLURMD; Slurm 22.05
 // calls no slurm_spank_slurmd_init): its log then names the hydro it runs.
 void log_version_in_slurmd(int ac, char** av) {
@@ -304,4 +361,8 @@ extern "C" HYDRO_EXPORT int slurm_spank_init(spank_t sp, int ac, char** av) {
 
 extern "C" HYDRO_EXPORT int slurm_spank_task_init(spank_t sp, int, char**) {
   return guarded("task_init", [&] { return task_init(sp); });
+}
+
+extern "C" HYDRO_EXPORT int slurm_spank_task_exit(spank_t sp, int, char**) {
+  return guarded("task_exit", [&] { return task_exit(sp); });
 }

@@ -1,5 +1,5 @@
 // hydro-launch's requeue when another task (or Slurm) requeued the job first: several tasks see
-// one hang at once, and only the first `scontrol requeue` succeeds.
+// one hang at once, and only the first `scontrol requeue` succeeds; and when it cannot requeue.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -50,12 +50,26 @@ TEST(Requeue, AJobAnotherTaskRequeuedFirstIsNoError) {
   EXPECT_EQ(r.err.find("error:"), std::string::npos) << r.err;
 }
 
-TEST(Requeue, ARequeueThatFailedWhileTheJobRunsOnIsAnError) {
+// A requeue that failed while the job runs on (scontrol cannot reach slurmctld, the job is not
+// requeueable) is left to the host: hydro-launch exits kExitRequeueJob, which hydro's plugin or
+// slurm.conf's RequeueExit turns into the requeue.
+TEST(Requeue, ARequeueThatFailedWhileTheJobRunsOnIsLeftToTheHost) {
   test::TempDir t;
   test::LaunchResult r = run_asking_to_be_requeued(t.path, scontrol_requeued_by_a_peer(t.path, "RUNNING", 0));
-  EXPECT_EQ(WEXITSTATUS(r.status), kExitRequeue) << r.err;
-  EXPECT_NE(r.err.find("error: " + t.path + "/scontrol requeue 4242 failed with status 1; the job was not requeued"),
+  EXPECT_EQ(WEXITSTATUS(r.status), kExitRequeueJob) << r.err;
+  EXPECT_NE(r.err.find("`" + t.path +
+                       "/scontrol requeue 4242` failed with status 1; exiting 85 for the host to "
+                       "requeue the job: hydro's SPANK plugin does, or slurm.conf's RequeueExit=85"),
             std::string::npos)
+      << r.err;
+}
+
+// In a container there is no scontrol at all: the same, and the message says so.
+TEST(Requeue, NoScontrolWhereTheTaskRunsLeavesTheRequeueToTheHost) {
+  test::TempDir t;
+  test::LaunchResult r = run_asking_to_be_requeued(t.path, t.path + "/no-such-scontrol");
+  EXPECT_EQ(WEXITSTATUS(r.status), kExitRequeueJob) << r.err;
+  EXPECT_NE(r.err.find("failed with status 127 (no scontrol here: in a container?); exiting 85"), std::string::npos)
       << r.err;
 }
 
