@@ -88,8 +88,8 @@ int Supervisor::start() {
   if (o_.time_limit_margin > 0) {
     const char* job = std::getenv("SLURM_JOB_ID");
     if (job && *job)
-      time_limit_ =
-          std::make_unique<TimeLimitWatch>(o_.time_limit_margin, TimeLimitWatch::from_scontrol(o_.scontrol, job), say);
+      time_limit_ = std::make_unique<TimeLimitWatch>(o_.time_limit_margin,
+                                                     TimeLimitWatch::from_scontrol(o_.scontrol, job, say), say);
     else
       say("--time-limit-margin: not in a Slurm job (no SLURM_JOB_ID); no time limit to watch");
   }

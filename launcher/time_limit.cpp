@@ -1,5 +1,6 @@
 #include "time_limit.h"
 
+#include <cstdlib>
 #include <regex>
 
 #include "hydro/subprocess.h"
@@ -30,14 +31,29 @@ std::optional<std::time_t> end_time(const std::string& text) {
 TimeLimitWatch::TimeLimitWatch(int margin_s, ReadEnd read_end, std::function<void(const std::string&)> say)
     : margin_(margin_s), read_end_(std::move(read_end)), say_(std::move(say)), next_check_(std::time_t{0}) {}
 
-TimeLimitWatch::ReadEnd TimeLimitWatch::from_scontrol(const std::string& scontrol, const std::string& job_id) {
-  return [scontrol, job_id]() -> std::optional<std::time_t> {
+std::optional<std::time_t> end_time_from_env(const char* value) {
+  if (!value) return std::nullopt;
+  static const std::regex epoch(R"(\d{9,12})");
+  if (!std::regex_match(value, epoch)) return std::nullopt;
+  return static_cast<std::time_t>(std::stoll(value));
+}
+
+TimeLimitWatch::ReadEnd TimeLimitWatch::from_scontrol(const std::string& scontrol, const std::string& job_id,
+                                                      std::function<void(const std::string&)> say) {
+  return [scontrol, job_id, say, said = false]() mutable -> std::optional<std::time_t> {
     std::string out;
     // Times as epoch seconds whatever the user's SLURM_TIME_FORMAT; at most 10 s: a slurmctld
     // that does not answer must not hold up hydro-launch's signal forwarding for long.
-    if (run_capture({"env", "SLURM_TIME_FORMAT=%s", "timeout", "10", scontrol, "show", "job", job_id}, &out) != 0)
-      return std::nullopt;
-    return end_time(out);
+    if (run_capture({"env", "SLURM_TIME_FORMAT=%s", "timeout", "10", scontrol, "show", "job", job_id}, &out) == 0)
+      return end_time(out);
+    std::optional<std::time_t> end = end_time_from_env(std::getenv("SLURM_JOB_END_TIME"));
+    if (end && !said)
+      say("time limit: `" + scontrol +
+          " show job` cannot run here (a container?): the job's end from "
+          "SLURM_JOB_END_TIME instead, as it was when this task started (a later suspend or TimeLimit= is not "
+          "followed)");
+    said = said || end;
+    return end;
   };
 }
 

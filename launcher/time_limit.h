@@ -19,14 +19,19 @@ namespace hydro::launcher {
 // (SLURM_TIME_FORMAT=%s, as hydro-launch runs scontrol) or as Slurm's standard local time;
 // nullopt when absent, Unknown or None.
 std::optional<std::time_t> end_time(const std::string& scontrol_output);
+// SLURM_JOB_END_TIME's value: whole seconds since the epoch; nullopt when unset or not a number.
+std::optional<std::time_t> end_time_from_env(const char* value);
 
 class TimeLimitWatch {
  public:
   // `read_end` returns the job's EndTime, nullopt when it cannot be read.
   using ReadEnd = std::function<std::optional<std::time_t>()>;
   TimeLimitWatch(int margin_s, ReadEnd read_end, std::function<void(const std::string&)> say);
-  // Runs `scontrol show job JOB` with SLURM_TIME_FORMAT=%s, for at most 10 s.
-  static ReadEnd from_scontrol(const std::string& scontrol, const std::string& job_id);
+  // Runs `scontrol show job JOB` with SLURM_TIME_FORMAT=%s, for at most 10 s. Where that fails (no
+  // scontrol in a container), SLURM_JOB_END_TIME, which Slurm 23.02 and later set for each task
+  // at its start; `say` tells it once.
+  static ReadEnd from_scontrol(const std::string& scontrol, const std::string& job_id,
+                               std::function<void(const std::string&)> say);
 
   // Milliseconds until check() has something to do; -1 once it has fired or given up.
   int poll_timeout_ms(std::time_t now) const;

@@ -32,6 +32,9 @@ note() { echo "== $*"; }
 
 launch=${HYDRO_TEST_LAUNCH:-$build/launcher/hydro-launch}  # pip_install.sh: the venv's
 hydroctl=$build/ctl/hydroctl
+# HYDRO_TEST_IMAGE=LAYER (the container tests, tests/container): each job's hydro-launch is the
+# image's, the whole task in the container as pyxis runs it; start_cluster checks the image first.
+[ -z "${HYDRO_TEST_IMAGE:-}" ] || launch=$top/tests/container/hydro-launch
 plugstack=()                                     # slurm-local writes one that loads the build's plugin
 train=$build/examples/hydro-example-loop        # the few-lines loop: --steps, --step-ms, ...
 # HYDRO_TEST_PROGRAM=python: the same paths with its Python twin (DistributedDataParallel over
@@ -90,6 +93,18 @@ start_cluster() {
   eval "$out"
   [ -n "${SLURM_CONF:-}" ] || fail "slurm-local printed no SLURM_CONF"
   note "cluster up: proctrack/$1 ${*:2}, SLURM_CONF=$SLURM_CONF"
+  [ -z "${HYDRO_TEST_IMAGE:-}" ] || check_image
+}
+
+# check_image: a task in the image has no scontrol, and imports hydro from pip's install there.
+check_image() {
+  local out
+  out=$(srun "$top/tests/container/enter" "$HYDRO_TEST_IMAGE" /bin/sh -c \
+    'command -v scontrol srun || true; python3 -c "import hydro; print(hydro.__file__)"' 2>&1) ||
+    fail "no task starts in the image $HYDRO_TEST_IMAGE (tests/container/make_image.sh): $out"
+  [[ $out == /opt/hydro/lib/python3*/site-packages/hydro/__init__.py ]] ||
+    fail "a task in the image finds Slurm's client, or no hydro of pip's: $out"
+  note "a task in the image: no scontrol, hydro from $out"
 }
 
 # start_spread PROCTRACK TASKS [NODES [SLURM_LOCAL_ARGS...]]: start_cluster for TASKS tasks on NODES
@@ -171,6 +186,10 @@ wait_count() {
   done
   fail "fewer than $n lines matching '$re' in $file after ${limit}s"
 }
+
+# launcher_requeued JOB: a regex for hydro-launch's line when it requeued JOB itself, or, with no
+# scontrol where it runs (in a container), left the requeue to the host (hydro's plugin, RequeueExit).
+launcher_requeued() { echo "job $1 requeued|exiting 85 for the host to requeue the job"; }
 
 job_state() { scontrol show job "$1" 2>/dev/null | grep -oP 'JobState=\K\S+' || echo UNKNOWN; }
 

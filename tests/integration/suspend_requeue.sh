@@ -102,7 +102,7 @@ report_path requeue "$log" 'checkpoint-and-exit requested by SIGTERM'
 note "the launcher's own requeue (as sbatch --signal=B:URG@T does before a time limit): URG to the batch shell"
 scancel -b --signal=URG "$job"
 wait_for "$log" 'SIGURG: asking the program to checkpoint and exit' 30
-wait_for "$log" "job $job requeued" 30
+wait_for "$log" "$(launcher_requeued "$job")" 30
 ck2=$(grep -oP 'checkpoint of step \K[0-9]+' "$log" | tail -1)
 [ "$ck2" -gt "$ck1" ] || fail "no new checkpoint after URG (last was step $ck1)"
 resume_requeued "$job" "$log" 2 "$ck2"

@@ -48,7 +48,7 @@ for run in $(seq 21); do
   for _ in $(seq 1200); do
     s=$(job_state "$job")
     [[ $s =~ ^(COMPLETED|FAILED|TIMEOUT|CANCELLED)$ ]] && break
-    [ "$(count "$log" "job $job requeued")" -ge "$run" ] && break
+    [ "$(count "$log" "$(launcher_requeued "$job")")" -ge "$run" ] && break
     sleep 0.1
   done
   show_new "$log"
@@ -59,7 +59,7 @@ for run in $(seq 21); do
 done
 wait_state "$job" COMPLETED 120
 show_new "$log"
-restarts=$(count "$log" "job $job requeued")
+restarts=$(count "$log" "$(launcher_requeued "$job")")
 [ "$restarts" -ge 1 ] || fail "the job finished without ever reaching its time limit; make it longer"
 got=$(grep -oP '^weights_digest=\K\w+' "$log" | sort -u) || fail "the job printed no weights_digest"
 [ "$(grep -c '^weights_digest=' "$log")" = "$tasks" ] || fail "not every rank printed a weights_digest"

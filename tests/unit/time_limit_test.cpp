@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <optional>
 #include <string>
 #include <vector>
@@ -99,6 +101,23 @@ TEST(TimeLimit, AnUnreadableEndTimeIsRetried) {
   f.end = 100;  // now readable, and inside the margin: after the start, so it fires
   EXPECT_TRUE(w.check(60));
   EXPECT_EQ(f.said.size(), 1u);
+}
+
+// In a container there is no scontrol: the end comes from SLURM_JOB_END_TIME, said once.
+TEST(TimeLimit, WithNoScontrolTheEndIsSlurmJobEndTime) {
+  EXPECT_EQ(end_time_from_env("1796000000"), 1796000000);
+  EXPECT_EQ(end_time_from_env(nullptr), std::nullopt);
+  EXPECT_EQ(end_time_from_env("Unknown"), std::nullopt);
+  EXPECT_EQ(end_time_from_env("17960x0000"), std::nullopt);
+  ::setenv("SLURM_JOB_END_TIME", "1796000000", 1);
+  std::vector<std::string> said;
+  TimeLimitWatch::ReadEnd read =
+      TimeLimitWatch::from_scontrol("/nonexistent/scontrol", "4242", [&](const std::string& s) { said.push_back(s); });
+  EXPECT_EQ(read(), 1796000000);
+  EXPECT_EQ(read(), 1796000000);
+  ::unsetenv("SLURM_JOB_END_TIME");
+  ASSERT_EQ(said.size(), 1u);
+  EXPECT_NE(said[0].find("the job's end from SLURM_JOB_END_TIME instead"), std::string::npos) << said[0];
 }
 
 }  // namespace

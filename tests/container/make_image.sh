@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The image of the container tests (issue 56): a root filesystem as an image built FROM the Debian
+# 13 root would be. Its base is that root (mmdebstrap, with python3 and Debian's torch 2.6), read
+# through a bind mount; its own layer, LAYER/upper, holds what the image adds and takes away:
+#   - Slurm's client and daemons purged: no scontrol, srun or sbatch inside, as in pyxis's,
+#     enroot's and Apptainer's images (pyxis#129, apptainer#1487);
+#   - hydro installed by pip from this checkout, as a user's image gets it: a virtual environment,
+#     /opt/hydro, that sees the base's torch (--system-site-packages), hydro-launch in its bin/;
+#   - none of the tier's build: its hydro-build.pth removed.
+# tests/container/enter runs a task in it: base and layer overlaid, read-only.
+#   make_image.sh LAYER      (inside the Debian 13 root: scripts/debian13 run; pip's build tools
+#                             are the base's, Debian's scikit-build-core and pybind11: no network)
+set -euo pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+layer=${1:?usage: make_image.sh LAYER}
+[ -n "${HYDRO_IN_DEBIAN13:-}" ] || { echo "make_image.sh: run it inside the Debian 13 root (scripts/debian13 run)" >&2; exit 2; }
+
+# in_layer CMD...: CMD in the image with its layer writable, in a mount namespace of this script's.
+in_layer() {
+  chroot "$layer/root" /usr/bin/env -u PYTHONPATH -u LD_LIBRARY_PATH \
+    PATH=/opt/hydro/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "$@"
+}
+
+if [ "${2:-}" != --mounted ]; then
+  rm -rf "$layer"
+  mkdir -p "$layer"/{base,upper,work,root}
+  exec unshare --mount --propagation private -- "$0" "$layer" --mounted
+fi
+mount --bind / "$layer/base"
+mount -t overlay overlay -o "lowerdir=$layer/base,upperdir=$layer/upper,workdir=$layer/work" "$layer/root"
+mount -t proc proc "$layer/root/proc"
+mount --rbind /dev "$layer/root/dev"
+mount --bind "$top" "$layer/root$top"
+[ ! -f /etc/resolv.conf ] || mount --bind /etc/resolv.conf "$layer/root/etc/resolv.conf"
+echo "== the image: Slurm purged"
+in_layer apt-get purge -y -q slurm-wlm slurmctld slurmd slurm-client >/dev/null
+rm -f "$layer"/root/usr/local/lib/python3*/dist-packages/hydro-build.pth
+! in_layer sh -c 'command -v scontrol srun sbatch' || { echo "make_image.sh: Slurm's client is still in the image" >&2; exit 1; }
+echo "== the image: hydro by pip, in /opt/hydro"
+in_layer python3 -m venv --system-site-packages /opt/hydro
+in_layer /opt/hydro/bin/pip install --disable-pip-version-check -q --no-index --no-build-isolation "$top" ||
+  { echo "make_image.sh: pip install $top failed in the image" >&2; exit 1; }
+in_layer python3 -c 'import hydro, torch; print("== the image: hydro", hydro.__file__, "torch", torch.__version__)'
+in_layer sh -c 'command -v hydro-launch' >/dev/null || { echo "make_image.sh: no hydro-launch on the image's PATH" >&2; exit 1; }
+rm -rf "$layer/work"/*
