@@ -253,16 +253,16 @@ int task_init(spank_t sp) {
   return g_launch ? wrap_in_launcher(sp, job) : 0;
 }
 
-// Whether hydro is on for this job: --hydro-pause resolved as task_init resolves it (the option,
-// the job's HYDRO_PAUSE, the admin's default_pause) to other than off, or --hydro-launch.
+// Whether the job asked for hydro: --hydro-launch, or any --hydro-* option (or its HYDRO_*
+// variable in the job's environment) but --hydro-pause=off, or the admin's default_pause=on.
 bool hydro_on(spank_t sp) {
   if (g_launch) return true;
   for (const auto& spec : job_setting_specs()) {
-    if (spec.env != std::string(env_name(Setting::pause))) continue;
+    const bool pause = spec.env == std::string(env_name(Setting::pause));
     std::string v = hydro::admin::job_setting_value(g_options, spec);
     if (v.empty()) v = get_env(sp, spec.env);
-    if (v.empty()) v = hydro::admin::job_setting_value(g_config.defaults, spec);
-    return !v.empty() && v != "off";
+    if (v.empty() && pause) v = hydro::admin::job_setting_value(g_config.defaults, spec);
+    if (!v.empty() && !(pause && v == "off")) return true;
   }
   return false;
 }
