@@ -8,11 +8,17 @@
 #     /opt/hydro, that sees the base's torch (--system-site-packages), hydro-launch in its bin/;
 #   - none of the tier's build: its hydro-build.pth removed.
 # tests/container/enter runs a task in it: base and layer overlaid, read-only.
-#   make_image.sh LAYER      (inside the Debian 13 root: scripts/debian13 run; pip's build tools
-#                             are the base's, Debian's scikit-build-core and pybind11: no network)
+#   make_image.sh [--if-stale] LAYER   inside the Debian 13 root (scripts/debian13 run); pip's build
+#                                      tools are the base's, Debian's scikit-build-core and pybind11:
+#                                      no network. --if-stale: only when a source that pip builds is
+#                                      newer than the image (scripts/setup and scripts/test)
+# About 3.5 minutes on the 2-CPU VM, most of it pip's build of hydro.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
-layer=${1:?usage: make_image.sh LAYER}
+if_stale=
+if [ "${1:-}" = --if-stale ]; then if_stale=1; shift; fi
+layer=${1:?usage: make_image.sh [--if-stale] LAYER}
+sources=(CMakeLists.txt pyproject.toml cmake runtime launcher python config)
 [ -n "${HYDRO_IN_DEBIAN13:-}" ] || { echo "make_image.sh: run it inside the Debian 13 root (scripts/debian13 run)" >&2; exit 2; }
 
 # in_layer CMD...: CMD in the image with its layer writable, in a mount namespace of this script's.
@@ -22,6 +28,11 @@ in_layer() {
 }
 
 if [ "${2:-}" != --mounted ]; then
+  if [ -n "$if_stale" ] && [ -f "$layer/made" ] &&
+    [ -z "$(cd "$top" && find "${sources[@]}" -newer "$layer/made" -print -quit)" ]; then
+    echo "== the image in $layer is up to date"
+    exit 0
+  fi
   rm -rf "$layer"
   mkdir -p "$layer"/{base,upper,work,root}
   exec unshare --mount --propagation private -- "$0" "$layer" --mounted
@@ -43,3 +54,4 @@ in_layer /opt/hydro/bin/pip install --disable-pip-version-check -q --no-index --
 in_layer python3 -c 'import hydro, torch; print("== the image: hydro", hydro.__file__, "torch", torch.__version__)'
 in_layer sh -c 'command -v hydro-launch' >/dev/null || { echo "make_image.sh: no hydro-launch on the image's PATH" >&2; exit 1; }
 rm -rf "$layer/work"/*
+touch "$layer/made"
