@@ -21,11 +21,12 @@ layer=${1:?usage: make_image.sh [--if-stale] LAYER}
 sources=(CMakeLists.txt pyproject.toml cmake runtime launcher python config)
 [ -n "${HYDRO_IN_DEBIAN13:-}" ] || { echo "make_image.sh: run it inside the Debian 13 root (scripts/debian13 run)" >&2; exit 2; }
 
+# The image's PATH, its venv first: in its /etc/environment, where enroot reads an image's
+# environment (a Dockerfile's ENV lands there), and tests/container/enter too.
+image_path=/opt/hydro/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+
 # in_layer CMD...: CMD in the image with its layer writable, in a mount namespace of this script's.
-in_layer() {
-  chroot "$layer/root" /usr/bin/env -u PYTHONPATH -u LD_LIBRARY_PATH \
-    PATH=/opt/hydro/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "$@"
-}
+in_layer() { chroot "$layer/root" /usr/bin/env -u PYTHONPATH -u LD_LIBRARY_PATH PATH="$image_path" "$@"; }
 
 if [ "${2:-}" != --mounted ]; then
   if [ -n "$if_stale" ] && [ -f "$layer/made" ] &&
@@ -49,6 +50,7 @@ rm -f "$layer"/root/usr/local/lib/python3*/dist-packages/hydro-build.pth
 ! in_layer sh -c 'command -v scontrol srun sbatch' || { echo "make_image.sh: Slurm's client is still in the image" >&2; exit 1; }
 echo "== the image: hydro by pip, in /opt/hydro"
 in_layer python3 -m venv --system-site-packages /opt/hydro
+echo "PATH=$image_path" >"$layer/root/etc/environment"
 in_layer /opt/hydro/bin/pip install --disable-pip-version-check -q --no-index --no-build-isolation "$top" ||
   { echo "make_image.sh: pip install $top failed in the image" >&2; exit 1; }
 in_layer python3 -c 'import hydro, torch; print("== the image: hydro", hydro.__file__, "torch", torch.__version__)'
