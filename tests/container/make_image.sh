@@ -22,7 +22,8 @@ sources=(CMakeLists.txt pyproject.toml cmake runtime launcher python config)
 [ -n "${HYDRO_IN_DEBIAN13:-}" ] || { echo "make_image.sh: run it inside the Debian 13 root (scripts/debian13 run)" >&2; exit 2; }
 
 # The image's PATH, its venv first: in its /etc/environment, where enroot reads an image's
-# environment (a Dockerfile's ENV lands there), and tests/container/enter too.
+# environment (a Dockerfile's ENV lands there), and tests/container/enter too; and in
+# /etc/profile.d, since enroot starts a login shell, and Debian's /etc/profile sets PATH anew.
 image_path=/opt/hydro/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 # in_layer CMD...: CMD in the image with its layer writable, in a mount namespace of this script's.
@@ -51,6 +52,7 @@ rm -f "$layer"/root/usr/local/lib/python3*/dist-packages/hydro-build.pth
 echo "== the image: hydro by pip, in /opt/hydro"
 in_layer python3 -m venv --system-site-packages /opt/hydro
 echo "PATH=$image_path" >"$layer/root/etc/environment"
+echo "PATH=$image_path" >"$layer/root/etc/profile.d/hydro-venv.sh"
 in_layer /opt/hydro/bin/pip install --disable-pip-version-check -q --no-index --no-build-isolation "$top" ||
   { echo "make_image.sh: pip install $top failed in the image" >&2; exit 1; }
 in_layer python3 -c 'import hydro, torch; print("== the image: hydro", hydro.__file__, "torch", torch.__version__)'
