@@ -253,16 +253,20 @@ int task_init(spank_t sp) {
   return g_launch ? wrap_in_launcher(sp, job) : 0;
 }
 
-// Whether the job asked for hydro: --hydro-launch, or any --hydro-* option (or its HYDRO_*
-// variable in the job's environment) but --hydro-pause=off, or the admin's default_pause=on.
+// Whether the job asked for hydro: --hydro-launch, any --hydro-* option (sbatch's reach its steps)
+// but --hydro-pause=off, or a pause that is on (HYDRO_PAUSE=on in the job's environment, or the
+// admin's default_pause=on). Not the other HYDRO_* variables of a step's environment: in a batch
+// job, the plugin set them all in the batch script's, from the admin's defaults.
 bool hydro_on(spank_t sp) {
   if (g_launch) return true;
   for (const auto& spec : job_setting_specs()) {
     const bool pause = spec.env == std::string(env_name(Setting::pause));
     std::string v = hydro::admin::job_setting_value(g_options, spec);
-    if (v.empty()) v = get_env(sp, spec.env);
-    if (v.empty() && pause) v = hydro::admin::job_setting_value(g_config.defaults, spec);
     if (!v.empty() && !(pause && v == "off")) return true;
+    if (!pause || !v.empty()) continue;
+    v = get_env(sp, spec.env);
+    if (v.empty()) v = hydro::admin::job_setting_value(g_config.defaults, spec);
+    if (v == "on") return true;
   }
   return false;
 }
