@@ -25,7 +25,6 @@ extern "C" {
 #include <unistd.h>
 
 #include <cerrno>
-
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -259,12 +258,14 @@ int task_init(spank_t sp) {
 // job, the plugin set them all in the batch script's, from the admin's defaults.
 bool hydro_on(spank_t sp) {
   if (g_launch) return true;
+  const std::string pause_env = env_name(Setting::pause);
   for (const auto& spec : job_setting_specs()) {
-    const bool pause = spec.env == std::string(env_name(Setting::pause));
     std::string v = hydro::admin::job_setting_value(g_options, spec);
-    if (!v.empty() && !(pause && v == "off")) return true;
-    if (!pause || !v.empty()) continue;
-    v = get_env(sp, spec.env);
+    if (spec.env != pause_env) {
+      if (!v.empty()) return true;
+      continue;
+    }
+    if (v.empty()) v = get_env(sp, spec.env);
     if (v.empty()) v = hydro::admin::job_setting_value(g_config.defaults, spec);
     if (v == "on") return true;
   }

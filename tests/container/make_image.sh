@@ -50,12 +50,12 @@ in_layer apt-get purge -y -q slurm-wlm slurmctld slurmd slurm-client >/dev/null
 rm -f "$layer"/root/usr/local/lib/python3*/dist-packages/hydro-build.pth
 ! in_layer sh -c 'command -v scontrol srun sbatch' || { echo "make_image.sh: Slurm's client is still in the image" >&2; exit 1; }
 echo "== the image: hydro by pip, in /opt/hydro"
-in_layer python3 -m venv --system-site-packages /opt/hydro
+in_layer /usr/bin/python3 -m venv --system-site-packages /opt/hydro
 echo "PATH=$image_path" >"$layer/root/etc/environment"
 echo "PATH=$image_path" >"$layer/root/etc/profile.d/hydro-venv.sh"
 in_layer /opt/hydro/bin/pip install --disable-pip-version-check -q --no-index --no-build-isolation "$top" ||
   { echo "make_image.sh: pip install $top failed in the image" >&2; exit 1; }
-in_layer python3 -c 'import hydro, torch; print("== the image: hydro", hydro.__file__, "torch", torch.__version__)'
+in_layer /opt/hydro/bin/python3 -c 'import hydro, torch; print("== the image: hydro", hydro.__file__, "torch", torch.__version__)'
 in_layer sh -c 'command -v hydro-launch' >/dev/null || { echo "make_image.sh: no hydro-launch on the image's PATH" >&2; exit 1; }
 rm -rf "$layer/work"/*
 touch "$layer/made"
