@@ -3,9 +3,11 @@
 # and the example arming a timer around each step (--step-timeout).
 # - A suspend longer than the timer is no hang: hydro-launch holds the timers while paused.
 # - Rank 3 (on node2) then hangs (SIGSTOP): its timer expires and its hydro-launch kills it. Its
-#   peers wait for it in their collective under timers of the same step, so theirs may expire as
-#   well: every task that saw a hang asks for the requeue, the first one requeues the job and the
-#   others find it requeued already. The job resumes from its last periodic checkpoint and ends
+#   peers wait for it in their collective under timers of the same step. Rank 3's timer is 3 s and
+#   theirs 8 s, so its own hydro-launch sees the hang first: with one length for all, any rank may
+#   expire first and its requeue may end rank 3's step before rank 3's timer does (CI, stop 69).
+#   Every task that saw a hang asks for the requeue, the first one requeues the job and the others
+#   find it requeued already. The job resumes from its last periodic checkpoint and ends
 #   with the weights of a run never interrupted.
 source "$(dirname "$0")/lib.sh"
 proctrack=${1:-cgroup}
@@ -28,8 +30,9 @@ want=$(reference_run "${shape[@]}" -- "${args[@]}") || fail "no weights_digest i
 cat >"$work/job.sh" <<JOB
 #!/bin/bash
 echo "restart count: \${SLURM_RESTART_COUNT:-0}"
-exec srun -o "$work/rank%t.log" --open-mode=append "$launch" --watchdog-file "$work/watchdog-%j.%t.fifo" \
-  -- "$train" ${args[*]} --step-ms $(paced 5) --step-timeout 8
+exec srun -o "$work/rank%t.log" --open-mode=append \
+  bash -c 'exec "\$0" "\$@" --step-timeout \$((SLURM_PROCID == 3 ? 3 : 8))' \
+  "$launch" --watchdog-file "$work/watchdog-%j.%t.fifo" -- "$train" ${args[*]} --step-ms $(paced 5)
 JOB
 log=$work/batch.log
 export HYDRO_TEST_LOGS="$log $(every_rank echo | tr '\n' ' ')"
@@ -38,9 +41,9 @@ job=$(sbatch --parsable --requeue --open-mode=append --hydro-pause=on --hydro-ch
 wait_state "$job" RUNNING
 for r in "${ranks[@]}"; do wait_for "$(rank_log "$r")" '^step ' 120; done
 every_rank wait_steps 50
-note "job $job trains on node1 and node2, each step under an 8 s watchdog timer"
+note "job $job trains on node1 and node2, each step under a watchdog timer (rank 3: 3 s, the others: 8 s)"
 
-note "scontrol suspend for 12 s, longer than the timer: no rank is killed"
+note "scontrol suspend for 12 s, longer than the timers: no rank is killed"
 scontrol suspend "$job"
 wait_state "$job" SUSPENDED
 every_rank wait_for 'watchdog: timers held while the program is paused' 20
