@@ -36,11 +36,11 @@ if [ "${2:-}" != --mounted ]; then
     exit 0
   fi
   rm -rf "$layer"
-  mkdir -p "$layer"/{base,upper,work,root}
+  mkdir -p "$layer"/{base,upper,work,root,oci}
   exec unshare --mount --propagation private -- "$0" "$layer" --mounted
 fi
-mount --bind / "$layer/base"
-mount -t overlay overlay -o "lowerdir=$layer/base,upperdir=$layer/upper,workdir=$layer/work" "$layer/root"
+source "$top/tests/container/image.sh"
+mount_image "$layer" --writable
 mount -t proc proc "$layer/root/proc"
 mount --rbind /dev "$layer/root/dev"
 mount --bind "$top" "$layer/root$top"

@@ -32,9 +32,13 @@ note() { echo "== $*"; }
 
 launch=${HYDRO_TEST_LAUNCH:-$build/launcher/hydro-launch}  # pip_install.sh: the venv's
 hydroctl=$build/ctl/hydroctl
-# HYDRO_TEST_IMAGE=LAYER (the container tests, tests/container): each job's hydro-launch is the
-# image's, the whole task in the container as pyxis runs it; start_cluster checks the image first.
-[ -z "${HYDRO_TEST_IMAGE:-}" ] || launch=$top/tests/container/hydro-launch
+# HYDRO_TEST_IMAGE=LAYER (the container tests, tests/container): each job's tasks use the image
+# make_image.sh made in LAYER, as HYDRO_TEST_RUNTIME says; start_cluster checks the image first.
+#   - enroot (the default): the whole task in the container as pyxis runs it, hydro-launch the
+#     image's (tests/container/hydro-launch, an exec chain as enroot's);
+#   - crun: hydro-launch outside, the build's, and the program inside, run by crun as
+#     `hydro-launch -- apptainer exec IMG PROGRAM` runs it (tests/container/oci-run), below.
+[ -z "${HYDRO_TEST_IMAGE:-}" ] || [ "${HYDRO_TEST_RUNTIME:-enroot}" != enroot ] || launch=$top/tests/container/hydro-launch
 plugstack=()                                     # slurm-local writes one that loads the build's plugin
 train=$build/examples/hydro-example-loop        # the few-lines loop: --steps, --step-ms, ...
 # HYDRO_TEST_PROGRAM=python: the same paths with its Python twin (DistributedDataParallel over
@@ -53,6 +57,10 @@ case "${HYDRO_TEST_PROGRAM:-cpp}" in
   *) module= ;;
 esac
 [ -z "$module" ] || "$python" -c "import $module" || fail "$python cannot import $module (run scripts/setup)"
+if [ -n "${HYDRO_TEST_IMAGE:-}" ] && [ "${HYDRO_TEST_RUNTIME:-}" = crun ]; then
+  export HYDRO_TEST_INNER=$train  # the program, for oci-program
+  train=$top/tests/container/oci-program
+fi
 # model: the width of the program's model in the tests whose jobs are paced (paced, paced_program)
 # until their signals land, then run their last steps, and their reference runs, unpaced: a
 # quarter of the examples' default (512), which makes a step of the C++ loop about 3 times
@@ -98,13 +106,14 @@ start_cluster() {
 
 # check_image: a task in the image has no scontrol, and imports hydro from pip's install there.
 check_image() {
-  local out
-  out=$(srun "$top/tests/container/enter" "$HYDRO_TEST_IMAGE" /bin/sh -c \
+  local out run=$top/tests/container/enter
+  [ "${HYDRO_TEST_RUNTIME:-enroot}" = enroot ] || run=$top/tests/container/oci-run
+  out=$(srun "$run" "$HYDRO_TEST_IMAGE" /bin/sh -c \
     'command -v scontrol srun || true; python3 -c "import hydro; print(hydro.__file__)"' 2>&1) ||
     fail "no task starts in the image $HYDRO_TEST_IMAGE (tests/container/make_image.sh): $out"
   [[ $out == /opt/hydro/lib/python3*/site-packages/hydro/__init__.py ]] ||
     fail "a task in the image finds Slurm's client, or no hydro of pip's: $out"
-  note "a task in the image: no scontrol, hydro from $out"
+  note "a task in the image (${HYDRO_TEST_RUNTIME:-enroot}): no scontrol, hydro from $out"
 }
 
 # start_spread PROCTRACK TASKS [NODES [SLURM_LOCAL_ARGS...]]: start_cluster for TASKS tasks on NODES
