@@ -36,8 +36,9 @@ hydroctl=$build/ctl/hydroctl
 # make_image.sh made in LAYER, as HYDRO_TEST_RUNTIME says; start_cluster checks the image first.
 #   - enroot (the default): the whole task in the container as pyxis runs it, hydro-launch the
 #     image's (tests/container/hydro-launch, an exec chain as enroot's);
-#   - crun: hydro-launch outside, the build's, and the program inside, run by crun as
-#     `hydro-launch -- apptainer exec IMG PROGRAM` runs it (tests/container/oci-run), below.
+#   - crun, podman: hydro-launch outside, the build's, and the program inside, run by crun as
+#     `hydro-launch -- apptainer exec IMG PROGRAM` runs it (tests/container/oci-run), or by podman
+#     (podman-run); tests/container/oci-program, below.
 [ -z "${HYDRO_TEST_IMAGE:-}" ] || [ "${HYDRO_TEST_RUNTIME:-enroot}" != enroot ] || launch=$top/tests/container/hydro-launch
 plugstack=()                                     # slurm-local writes one that loads the build's plugin
 train=$build/examples/hydro-example-loop        # the few-lines loop: --steps, --step-ms, ...
@@ -57,7 +58,7 @@ case "${HYDRO_TEST_PROGRAM:-cpp}" in
   *) module= ;;
 esac
 [ -z "$module" ] || "$python" -c "import $module" || fail "$python cannot import $module (run scripts/setup)"
-if [ -n "${HYDRO_TEST_IMAGE:-}" ] && [ "${HYDRO_TEST_RUNTIME:-}" = crun ]; then
+if [ -n "${HYDRO_TEST_IMAGE:-}" ] && [ "${HYDRO_TEST_RUNTIME:-enroot}" != enroot ]; then
   export HYDRO_TEST_INNER=$train  # the program, for oci-program
   train=$top/tests/container/oci-program
 fi
@@ -106,9 +107,9 @@ start_cluster() {
 
 # check_image: a task in the image has no scontrol, and imports hydro from pip's install there.
 check_image() {
-  local out run=$top/tests/container/enter
-  [ "${HYDRO_TEST_RUNTIME:-enroot}" = enroot ] || run=$top/tests/container/oci-run
-  out=$(srun "$run" "$HYDRO_TEST_IMAGE" /bin/sh -c \
+  local out run=("$top/tests/container/enter" "$HYDRO_TEST_IMAGE" /bin/sh)
+  [ "${HYDRO_TEST_RUNTIME:-enroot}" = enroot ] || run=(env HYDRO_TEST_INNER=/bin/sh "$top/tests/container/oci-program")
+  out=$(srun "${run[@]}" -c \
     'command -v scontrol srun || true; python3 -c "import hydro; print(hydro.__file__)"' 2>&1) ||
     fail "no task starts in the image $HYDRO_TEST_IMAGE (tests/container/make_image.sh): $out"
   [[ $out == /opt/hydro/lib/python3*/site-packages/hydro/__init__.py ]] ||
