@@ -6,11 +6,13 @@
 #     enroot's and Apptainer's images (pyxis#129, apptainer#1487);
 #   - hydro installed by pip from this checkout, as a user's image gets it: a virtual environment,
 #     /opt/hydro, that sees the base's torch (--system-site-packages), hydro-launch in its bin/;
+#   - PyTorch Lightning from PyPI, at python/requirements.txt's versions (the wheels beside LAYER,
+#     which scripts/setup fetches), its other requirements the base's (Debian's fsspec, PyYAML, tqdm);
 #   - none of the tier's build: its hydro-build.pth removed.
 # tests/container/enter runs a task in it: base and layer overlaid, read-only.
 #   make_image.sh [--if-stale] LAYER   inside the Debian 13 root (scripts/debian13 run); pip's build
-#                                      tools are the base's, Debian's scikit-build-core and pybind11:
-#                                      no network. --if-stale: only when a source that pip builds is
+#                                      tools are the base's, Debian's scikit-build-core and pybind11.
+#                                      --if-stale: only when a source that pip builds is
 #                                      newer than the image (scripts/setup and scripts/test)
 # About 3.5 minutes on the 2-CPU VM, most of it pip's build of hydro.
 set -euo pipefail
@@ -18,6 +20,7 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 if_stale=
 if [ "${1:-}" = --if-stale ]; then if_stale=1; shift; fi
 layer=${1:?usage: make_image.sh [--if-stale] LAYER}
+wheels=$(dirname "$layer")/wheels  # Lightning's, which scripts/setup fetches from PyPI
 sources=(CMakeLists.txt pyproject.toml cmake runtime launcher python config)
 [ -n "${HYDRO_IN_DEBIAN13:-}" ] || { echo "make_image.sh: run it inside the Debian 13 root (scripts/debian13 run)" >&2; exit 2; }
 
@@ -55,7 +58,13 @@ echo "PATH=$image_path" >"$layer/root/etc/environment"
 echo "PATH=$image_path" >"$layer/root/etc/profile.d/hydro-venv.sh"
 in_layer /opt/hydro/bin/pip install --disable-pip-version-check -q --no-index --no-build-isolation "$top" ||
   { echo "make_image.sh: pip install $top failed in the image" >&2; exit 1; }
-in_layer /opt/hydro/bin/python3 -c 'import hydro, torch; print("== the image: hydro", hydro.__file__, "torch", torch.__version__)'
+echo "== the image: PyTorch Lightning, the wheels in $wheels"
+compgen -G "$wheels/*.whl" >/dev/null || { echo "make_image.sh: no wheels in $wheels (run scripts/setup)" >&2; exit 1; }
+mount --bind "$wheels" "$layer/root/mnt"
+in_layer sh -c '/opt/hydro/bin/pip install --disable-pip-version-check -q --no-index --no-deps /mnt/*.whl' ||
+  { echo "make_image.sh: pip install $wheels/*.whl failed in the image" >&2; exit 1; }
+umount "$layer/root/mnt"
+in_layer /opt/hydro/bin/python3 -c 'import hydro, torch, lightning; print("== the image: hydro", hydro.__file__, "torch", torch.__version__, "lightning", lightning.__version__)'
 in_layer sh -c 'command -v hydro-launch' >/dev/null || { echo "make_image.sh: no hydro-launch on the image's PATH" >&2; exit 1; }
 rm -rf "$layer/work"/*
 touch "$layer/made"

@@ -39,7 +39,12 @@ hydroctl=$build/ctl/hydroctl
 #   - crun, podman: hydro-launch outside, the build's, and the program inside, run by crun as
 #     `hydro-launch -- apptainer exec IMG PROGRAM` runs it (tests/container/oci-run), or by podman
 #     (podman-run); tests/container/oci-program, below.
-[ -z "${HYDRO_TEST_IMAGE:-}" ] || [ "${HYDRO_TEST_RUNTIME:-enroot}" != enroot ] || launch=$top/tests/container/hydro-launch
+# in_image: what runs the program alone in the image (a reference run), empty where $train does.
+in_image=()
+if [ -n "${HYDRO_TEST_IMAGE:-}" ] && [ "${HYDRO_TEST_RUNTIME:-enroot}" = enroot ]; then
+  launch=$top/tests/container/hydro-launch
+  in_image=("$top/tests/container/enter" "$HYDRO_TEST_IMAGE")
+fi
 plugstack=()                                     # slurm-local writes one that loads the build's plugin
 train=$build/examples/hydro-example-loop        # the few-lines loop: --steps, --step-ms, ...
 # HYDRO_TEST_PROGRAM=python: the same paths with its Python twin (DistributedDataParallel over
@@ -57,7 +62,9 @@ case "${HYDRO_TEST_PROGRAM:-cpp}" in
   torchrun) train=$top/tests/integration/torchrun_loop.sh module=hydro ;;
   *) module= ;;
 esac
-[ -z "$module" ] || "$python" -c "import $module" || fail "$python cannot import $module (run scripts/setup)"
+# (In a container test, the image's python3 must: check_image.)
+[ -z "$module" ] || [ -n "${HYDRO_TEST_IMAGE:-}" ] || "$python" -c "import $module" ||
+  fail "$python cannot import $module (run scripts/setup)"
 if [ -n "${HYDRO_TEST_IMAGE:-}" ] && [ "${HYDRO_TEST_RUNTIME:-enroot}" != enroot ]; then
   export HYDRO_TEST_INNER=$train  # the program, for oci-program
   train=$top/tests/container/oci-program
@@ -105,12 +112,13 @@ start_cluster() {
   [ -z "${HYDRO_TEST_IMAGE:-}" ] || check_image
 }
 
-# check_image: a task in the image has no scontrol, and imports hydro from pip's install there.
+# check_image: a task in the image has no scontrol, and imports hydro from pip's install there, and
+# the test's program's module (hydro.lightning: Lightning is in the image).
 check_image() {
   local out run=("$top/tests/container/enter" "$HYDRO_TEST_IMAGE" /bin/sh)
   [ "${HYDRO_TEST_RUNTIME:-enroot}" = enroot ] || run=(env HYDRO_TEST_INNER=/bin/sh "$top/tests/container/oci-program")
   out=$(srun "${run[@]}" -c \
-    'command -v scontrol srun || true; python3 -c "import hydro; print(hydro.__file__)"' 2>&1) ||
+    "command -v scontrol srun || true; python3 -c 'import hydro, ${module:-hydro}; print(hydro.__file__)'" 2>&1) ||
     fail "no task starts in the image $HYDRO_TEST_IMAGE (tests/container/make_image.sh): $out"
   [[ $out == /opt/hydro/lib/python3*/site-packages/hydro/__init__.py ]] ||
     fail "a task in the image finds Slurm's client, or no hydro of pip's: $out"
@@ -157,7 +165,8 @@ reference_run() {
   local opts=() want
   while [ "$1" != -- ]; do opts+=("$1"); shift; done
   shift
-  srun "${opts[@]}" "$train" "$@" >"$work/reference.log" 2>&1 || fail "reference run failed"
+  srun "${opts[@]}" "${in_image[@]}" "$train" "$@" >"$work/reference.log" 2>&1 ||
+    fail "reference run failed: $(tail -5 "$work/reference.log")"
   want=$(grep -oP '^weights_digest=\K\w+' "$work/reference.log" | sort -u)
   [ -n "$want" ] && [ "$(echo "$want" | wc -l)" = 1 ] || fail "the reference ranks did not print one weights_digest: $want"
   echo "$want"

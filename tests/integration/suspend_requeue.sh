@@ -11,7 +11,7 @@ work=$(mktemp -d /tmp/hydro-it.XXXXXX)
 args=(--steps "$steps" --log-every 25)
 
 note "reference: the same example, never interrupted"
-srun --hydro-pause=on "$train" "${args[@]}" >"$work/reference.log" 2>&1 || fail "reference run failed"
+srun --hydro-pause=on "${in_image[@]}" "$train" "${args[@]}" >"$work/reference.log" 2>&1 || fail "reference run failed"
 want=$(grep -oP '^weights_digest=\K\w+' "$work/reference.log") || fail "no weights_digest in the reference run"
 note "reference weights_digest=$want"
 
