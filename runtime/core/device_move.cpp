@@ -1,0 +1,162 @@
+#include "hydro/device_move.h"
+
+#include <cstdio>
+#include <utility>
+
+#include "hydro/gpu_release.h"
+
+namespace hydro {
+
+namespace {
+
+constexpr uint64_t kMiB = 1ull << 20;
+
+std::string mib(uint64_t bytes) { return std::to_string(bytes / kMiB) + " MiB"; }
+
+std::string at(const Segment& s) {
+  char text[64];
+  std::snprintf(text, sizeof text, "the segment at 0x%llx (%llu bytes)", static_cast<unsigned long long>(s.address),
+                static_cast<unsigned long long>(s.bytes));
+  return text;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start, std::chrono::steady_clock::time_point end) {
+  return std::chrono::duration<double>(end - start).count();
+}
+
+// "N MiB in T s (R GiB/s)"
+std::string rate(uint64_t bytes, double s) {
+  char text[96];
+  if (s > 0) {
+    std::snprintf(text, sizeof text, "%s in %.3f s (%.1f GiB/s)", mib(bytes).c_str(), s,
+                  static_cast<double>(bytes) / s / (1ull << 30));
+  } else {
+    std::snprintf(text, sizeof text, "%s", mib(bytes).c_str());
+  }
+  return text;
+}
+
+}  // namespace
+
+PinnedPool::PinnedPool(std::function<Status(uint64_t, void**)> pin, std::function<void(void*, uint64_t)> unpin)
+    : pin_(std::move(pin)), unpin_(std::move(unpin)) {}
+
+PinnedPool::~PinnedPool() {
+  if (data_) unpin_(data_, capacity_);
+}
+
+Status PinnedPool::reserve(uint64_t bytes, const HostRoom& room) {
+  if (bytes <= capacity_) return Status::OK();
+  const uint64_t free = room.bytes + capacity_;  // what the pool holds comes back before it grows
+  uint64_t want = bytes + bytes / 8;
+  if (!fits_in_host(want, free)) want = bytes;
+  if (!fits_in_host(want, free)) {
+    return Status::io("pinning " + mib(bytes) + " of host memory for the device's does not fit: " + mib(free) +
+                      " available, bound by " + room.bound_by);
+  }
+  if (data_) unpin_(data_, capacity_);
+  data_ = nullptr;
+  capacity_ = 0;
+  void* p = nullptr;
+  Status s = pin_(want, &p);
+  if (!s.ok()) return Status::io("pinning " + mib(want) + " of host memory failed: " + s.message());
+  data_ = p;
+  capacity_ = want;
+  ++pins_;
+  return Status::OK();
+}
+
+DeviceMove::DeviceMove(MoveCalls calls, std::function<void(const std::string&)> log)
+    : calls_(std::move(calls)), log_(std::move(log)), pool_(calls_.pin, calls_.unpin) {}
+
+uint64_t DeviceMove::moved_bytes() const {
+  uint64_t total = 0;
+  for (const Segment& s : moved_) total += s.bytes;
+  return total;
+}
+
+Status DeviceMove::prepare(uint64_t bytes) { return pool_.reserve(bytes, calls_.host_available()); }
+
+Status DeviceMove::release() {
+  HYDRO_RETURN_IF_ERROR(lost_);
+  if (holding()) return Status::invalid_argument("the device memory is on the host already");
+  const auto start = calls_.now();
+  moved_ = calls_.segments();
+  Status s = pool_.reserve(moved_bytes(), calls_.host_available());
+  if (s.ok()) s = copy_all_out();
+  if (s.ok()) s = release_each();
+  if (!s.ok()) {
+    moved_.clear();
+    return s;
+  }
+  log_("gpu_release=full: " + rate(moved_bytes(), seconds_since(start, calls_.now())) + " of device memory in " +
+       std::to_string(moved_.size()) + " segments moved to pinned host memory; their addresses stay reserved");
+  return Status::OK();
+}
+
+// Queues every segment's copy, then waits for them all, even after a copy that could not be
+// queued: none may still run once the caller goes on.
+Status DeviceMove::copy_all_out() {
+  Status failed;
+  uint64_t offset = 0;
+  for (const Segment& seg : moved_) {
+    Status s = calls_.copy_out(seg, pool_.data() + offset);
+    if (!s.ok()) {
+      failed = Status::io("copying " + at(seg) + " to host memory failed: " + s.message());
+      break;
+    }
+    offset += seg.bytes;
+  }
+  Status waited = calls_.wait_copies();
+  HYDRO_RETURN_IF_ERROR(failed);
+  if (!waited.ok()) return Status::io("the copies to host memory failed: " + waited.message());
+  return Status::OK();
+}
+
+// Releases each segment's physical memory; one that cannot be released has the ones before it
+// mapped and filled again.
+Status DeviceMove::release_each() {
+  for (size_t i = 0; i < moved_.size(); ++i) {
+    Status s = calls_.unmap(moved_[i]);
+    if (s.ok()) continue;
+    (void)refill(i);
+    return Status::io("releasing " + at(moved_[i]) + " failed: " + s.message());
+  }
+  return Status::OK();
+}
+
+// Maps the first `count` segments again and copies their bytes back from the pool.
+Status DeviceMove::refill(size_t count) {
+  uint64_t offset = 0;
+  for (size_t i = 0; i < count && lost_.ok(); ++i) {
+    Status s = calls_.map(moved_[i]);
+    if (!s.ok()) note_lost("mapping " + at(moved_[i]) + " again", s);
+    if (s.ok()) s = calls_.copy_in(moved_[i], pool_.data() + offset);
+    if (!s.ok()) note_lost("copying " + at(moved_[i]) + " back", s);
+    offset += moved_[i].bytes;
+  }
+  Status waited = calls_.wait_copies();
+  if (!waited.ok()) note_lost("the copies back to the device", waited);
+  return lost_;
+}
+
+void DeviceMove::note_lost(const std::string& step, const Status& why) {
+  if (!lost_.ok()) return;
+  lost_ = Status::io("gpu_release=full: " + step + " failed (" + why.message() + "): the device memory is lost");
+  log_(lost_.message());
+}
+
+Status DeviceMove::restore() {
+  HYDRO_RETURN_IF_ERROR(lost_);
+  if (!holding()) return Status::OK();
+  const auto start = calls_.now();
+  const uint64_t bytes = moved_bytes();
+  Status s = refill(moved_.size());
+  moved_.clear();
+  HYDRO_RETURN_IF_ERROR(s);
+  log_("gpu_release=full: " + rate(bytes, seconds_since(start, calls_.now())) +
+       " of device memory back on the GPU, at the same addresses");
+  return Status::OK();
+}
+
+}  // namespace hydro
