@@ -1,0 +1,141 @@
+// Issue 57: hydro's device allocator (hydro/vmm_allocator.h) and its move (hydro/device_move.h)
+// over the stand-in driver (fake_libcuda.cpp), whose device memory is host memory mapped at the
+// addresses the allocator reserved: what a program wrote there is read back at the same pointers
+// after its physical memory was released and mapped anew. The real driver runs on a GPU machine
+// only (scripts/gpu-check).
+#include "hydro/vmm_allocator.h"
+
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace hydro {
+namespace {
+
+constexpr uint64_t kMiB = 1ull << 20;
+
+unsigned long long physical_bytes() {
+  void* lib = ::dlopen(HYDRO_FAKE_LIBCUDA, RTLD_NOW | RTLD_NOLOAD);
+  auto f = reinterpret_cast<unsigned long long (*)()>(lib ? ::dlsym(lib, "hydro_fake_cuda_physical_bytes") : nullptr);
+  if (lib) ::dlclose(lib);
+  return f ? f() : ~0ull;
+}
+
+struct FailCall {  // HYDRO_FAKE_CUDA_FAIL for one test's scope
+  explicit FailCall(const char* call) { ::setenv("HYDRO_FAKE_CUDA_FAIL", call, 1); }
+  ~FailCall() { ::unsetenv("HYDRO_FAKE_CUDA_FAIL"); }
+};
+
+class VmmAllocatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ::unsetenv("HYDRO_FAKE_CUDA_FAIL");
+    ASSERT_TRUE(VmmAllocator::open(HYDRO_FAKE_LIBCUDA, &alloc).ok());
+  }
+  // `count` segments of `mib` MiB each, filled with their index and address.
+  std::vector<char*> fill(int count, uint64_t mib) {
+    std::vector<char*> out;
+    for (int i = 0; i < count; ++i) {
+      void* p = nullptr;
+      EXPECT_TRUE(alloc->allocate(mib * kMiB, 0, &p).ok());
+      std::memset(p, 'a' + i, mib * kMiB);
+      std::memcpy(p, &p, sizeof p);
+      out.push_back(static_cast<char*>(p));
+    }
+    return out;
+  }
+  static bool intact(const std::vector<char*>& segments, uint64_t mib) {
+    for (size_t i = 0; i < segments.size(); ++i) {
+      char* p = segments[i];
+      if (std::memcmp(p, &p, sizeof p) != 0) return false;
+      for (uint64_t b = sizeof p; b < mib * kMiB; ++b)
+        if (p[b] != static_cast<char>('a' + i)) return false;
+    }
+    return true;
+  }
+  std::unique_ptr<VmmAllocator> alloc;
+  std::vector<std::string> logs;
+};
+
+TEST_F(VmmAllocatorTest, ASizeIsRoundedUpToTheGranularityAndFreedWhole) {
+  const unsigned long long before = physical_bytes();
+  void* p = nullptr;
+  ASSERT_TRUE(alloc->allocate(1, 0, &p).ok());
+  EXPECT_EQ(alloc->mapped_bytes(), 2 * kMiB);
+  EXPECT_EQ(physical_bytes() - before, 2 * kMiB);
+  static_cast<char*>(p)[2 * kMiB - 1] = 'x';  // the whole granule is there
+  ASSERT_TRUE(alloc->deallocate(p, nullptr).ok());
+  EXPECT_EQ(alloc->mapped_bytes(), 0u);
+  EXPECT_EQ(physical_bytes(), before);
+  EXPECT_FALSE(alloc->deallocate(p, nullptr).ok()) << "twice is refused";
+}
+
+TEST_F(VmmAllocatorTest, APauseReleasesThePhysicalMemoryAndTheResumeMapsItAtTheSameAddresses) {
+  const unsigned long long before = physical_bytes();
+  std::vector<char*> segments = fill(3, 4);
+  DeviceMove move(alloc->move_calls(), [this](const std::string& l) { logs.push_back(l); });
+  for (int cycle = 0; cycle < 3; ++cycle) {
+    ASSERT_TRUE(move.release().ok()) << "cycle " << cycle;
+    EXPECT_EQ(alloc->mapped_bytes(), 0u);
+    EXPECT_EQ(physical_bytes(), before) << "no device memory held while paused";
+    ASSERT_TRUE(move.restore().ok());
+    EXPECT_EQ(physical_bytes() - before, 12 * kMiB);
+    ASSERT_TRUE(intact(segments, 4)) << "cycle " << cycle << ": every byte back at its pointer";
+  }
+  EXPECT_EQ(move.pool().pins(), 1) << "one pinned pool for every pause";
+  for (char* p : segments) ASSERT_TRUE(alloc->deallocate(p, nullptr).ok());
+  EXPECT_EQ(physical_bytes(), before);
+}
+
+TEST_F(VmmAllocatorTest, AFailedMapIsUndoneAndItsAddressRangeGivenBack) {
+  FailCall fail("cuMemMap");
+  void* p = nullptr;
+  Status s = alloc->allocate(kMiB, 0, &p);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("cuMemMap"), std::string::npos) << s.message();
+  EXPECT_EQ(alloc->mapped_bytes(), 0u);
+}
+
+TEST_F(VmmAllocatorTest, AResumeThatCannotMapSaysTheMemoryIsLost) {
+  std::vector<char*> segments = fill(2, 2);
+  DeviceMove move(alloc->move_calls(), [this](const std::string& l) { logs.push_back(l); });
+  ASSERT_TRUE(move.release().ok());
+  {
+    FailCall fail("cuMemCreate");
+    Status s = move.restore();
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.message().find("cuMemCreate"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("lost"), std::string::npos) << s.message();
+  }
+}
+
+TEST_F(VmmAllocatorTest, AReleaseThatCannotUnmapLeavesTheMemoryAsItWas) {
+  std::vector<char*> segments = fill(2, 2);
+  DeviceMove move(alloc->move_calls(), [this](const std::string& l) { logs.push_back(l); });
+  {
+    FailCall fail("cuMemUnmap");
+    ASSERT_FALSE(move.release().ok());
+  }
+  EXPECT_EQ(alloc->mapped_bytes(), 4 * kMiB);
+  EXPECT_TRUE(intact(segments, 2));
+  for (char* p : segments) ASSERT_TRUE(alloc->deallocate(p, nullptr).ok());
+}
+
+TEST(VmmEntryPoints, TorchsPluggableAllocatorCallsAllocateAndFree) {
+  ::setenv("HYDRO_LIBCUDA", HYDRO_FAKE_LIBCUDA, 1);
+  const unsigned long long before = physical_bytes();
+  void* p = hydro_vmm_malloc(3 * kMiB, 0, nullptr);
+  ASSERT_NE(p, nullptr);
+  std::memset(p, 7, 3 * kMiB);
+  EXPECT_EQ(physical_bytes() - before, 4 * kMiB);
+  hydro_vmm_free(p, 3 * kMiB, 0, nullptr);
+  EXPECT_EQ(physical_bytes(), before);
+  EXPECT_EQ(hydro_vmm_malloc(-1, 0, nullptr), nullptr);
+}
+
+}  // namespace
+}  // namespace hydro
