@@ -4,16 +4,13 @@
 #include <utility>
 
 #include "hydro/gpu_release.h"
+#include "hydro/text.h"
 
 namespace hydro {
 
 namespace {
 
-constexpr uint64_t kMiB = 1ull << 20;
-
-std::string mib(uint64_t bytes) { return std::to_string(bytes / kMiB) + " MiB"; }
-
-std::string at(const Segment& s) {
+std::string segment_text(const Segment& s) {
   char text[64];
   std::snprintf(text, sizeof text, "the segment at 0x%llx (%llu bytes)", static_cast<unsigned long long>(s.address),
                 static_cast<unsigned long long>(s.bytes));
@@ -25,7 +22,7 @@ double seconds_since(std::chrono::steady_clock::time_point start, std::chrono::s
 }
 
 // "N MiB in T s (R GiB/s)"
-std::string rate(uint64_t bytes, double s) {
+std::string rate_text(uint64_t bytes, double s) {
   char text[96];
   if (s > 0) {
     std::snprintf(text, sizeof text, "%s in %.3f s (%.1f GiB/s)", mib(bytes).c_str(), s,
@@ -89,7 +86,7 @@ Status DeviceMove::release() {
     moved_.clear();
     return s;
   }
-  log_("gpu_release=full: " + rate(moved_bytes(), seconds_since(start, calls_.now())) + " of device memory in " +
+  log_("gpu_release=full: " + rate_text(moved_bytes(), seconds_since(start, calls_.now())) + " of device memory in " +
        std::to_string(moved_.size()) + " segments moved to pinned host memory; their addresses stay reserved");
   return Status::OK();
 }
@@ -102,7 +99,7 @@ Status DeviceMove::copy_all_out() {
   for (const Segment& seg : moved_) {
     Status s = calls_.copy_out(seg, pool_.data() + offset);
     if (!s.ok()) {
-      failed = Status::io("copying " + at(seg) + " to host memory failed: " + s.message());
+      failed = Status::io("copying " + segment_text(seg) + " to host memory failed: " + s.message());
       break;
     }
     offset += seg.bytes;
@@ -120,7 +117,7 @@ Status DeviceMove::release_each() {
     Status s = calls_.unmap(moved_[i]);
     if (s.ok()) continue;
     (void)refill(i);
-    return Status::io("releasing " + at(moved_[i]) + " failed: " + s.message());
+    return Status::io("releasing " + segment_text(moved_[i]) + " failed: " + s.message());
   }
   return Status::OK();
 }
@@ -130,9 +127,9 @@ Status DeviceMove::refill(size_t count) {
   uint64_t offset = 0;
   for (size_t i = 0; i < count && lost_.ok(); ++i) {
     Status s = calls_.map(moved_[i]);
-    if (!s.ok()) note_lost("mapping " + at(moved_[i]) + " again", s);
+    if (!s.ok()) note_lost("mapping " + segment_text(moved_[i]) + " again", s);
     if (s.ok()) s = calls_.copy_in(moved_[i], pool_.data() + offset);
-    if (!s.ok()) note_lost("copying " + at(moved_[i]) + " back", s);
+    if (!s.ok()) note_lost("copying " + segment_text(moved_[i]) + " back", s);
     offset += moved_[i].bytes;
   }
   Status waited = calls_.wait_copies();
@@ -154,7 +151,7 @@ Status DeviceMove::restore() {
   Status s = refill(moved_.size());
   moved_.clear();
   HYDRO_RETURN_IF_ERROR(s);
-  log_("gpu_release=full: " + rate(bytes, seconds_since(start, calls_.now())) +
+  log_("gpu_release=full: " + rate_text(bytes, seconds_since(start, calls_.now())) +
        " of device memory back on the GPU, at the same addresses");
   return Status::OK();
 }

@@ -4,14 +4,13 @@
 #include <cstdio>
 #include <utility>
 
+#include "hydro/text.h"
+
 namespace hydro {
 
 namespace {
 
-constexpr uint64_t kMiB = 1ull << 20;
 constexpr uint64_t kMinHostRoom = 1ull << 30;
-
-std::string mib(uint64_t bytes) { return std::to_string(bytes / kMiB) + " MiB"; }
 
 std::string seconds(double s) {
   char text[32];

@@ -13,4 +13,6 @@ std::vector<std::string> split(const std::string& s, char sep) {
   }
 }
 
+std::string mib(uint64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
+
 }  // namespace hydro

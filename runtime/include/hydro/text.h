@@ -1,6 +1,7 @@
 // Small text helpers the core and the store share.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -8,5 +9,8 @@ namespace hydro {
 
 // "a,,b" -> {"a", "", "b"}; "" -> {""}: every field, empty ones too.
 std::vector<std::string> split(const std::string& s, char sep);
+
+// 3 << 20 -> "3 MiB": whole MiB, rounded down, for the log.
+std::string mib(uint64_t bytes);
 
 }  // namespace hydro
