@@ -72,6 +72,12 @@ uint64_t DeviceMove::moved_bytes() const {
   return total;
 }
 
+uint64_t DeviceMove::mapped_bytes() const {
+  uint64_t total = 0;
+  for (const Segment& s : calls_.segments()) total += s.bytes;
+  return total;
+}
+
 Status DeviceMove::prepare(uint64_t bytes) { return pool_.reserve(bytes, calls_.host_available()); }
 
 Status DeviceMove::release() {

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <utility>
 
+#include "hydro/device_move.h"
 #include "hydro/text.h"
 
 namespace hydro {
@@ -19,6 +20,12 @@ std::string seconds(double s) {
 }
 
 uint64_t host_room(uint64_t device_bytes) { return std::max(kMinHostRoom, device_bytes / 8); }
+
+// Bytes per second of a move of `bytes` that took `took_us`; `previous` where no time was measured.
+uint64_t rate_of(uint64_t bytes, int64_t took_us, uint64_t previous) {
+  if (took_us <= 0) return previous;
+  return std::max<uint64_t>(1, static_cast<uint64_t>(static_cast<double>(bytes) * 1e6 / static_cast<double>(took_us)));
+}
 
 }  // namespace
 
@@ -51,17 +58,50 @@ GpuReleaser::GpuReleaser(GpuRelease mode, DeviceCalls calls, std::function<void(
 GpuRelease GpuReleaser::release(std::chrono::milliseconds lock_timeout,
                                 std::optional<std::chrono::milliseconds> until_freeze) {
   held_ = GpuRelease::off;
-  if (mode_ == GpuRelease::full && release_full(lock_timeout, until_freeze)) return held_ = GpuRelease::full;
+  own_held_ = false;
+  if (mode_ == GpuRelease::full) {
+    const Own own = release_own(until_freeze);
+    if (own == Own::moved || (own == Own::not_used && release_full(lock_timeout, until_freeze))) {
+      return held_ = GpuRelease::full;
+    }
+  }
   if (mode_ != GpuRelease::off) held_ = release_cache();
   return held_;
 }
 
-bool GpuReleaser::fits_before_freeze(uint64_t bytes, std::optional<std::chrono::milliseconds> until_freeze) {
+// hydro's own move, where its allocator holds memory: plain copies at the link's rate, with no
+// lock. Too slow for the freeze: the driver's checkpoint is slower still, so the cache alone.
+GpuReleaser::Own GpuReleaser::release_own(std::optional<std::chrono::milliseconds> until_freeze) {
+  if (!calls_.own_move) return Own::not_used;
+  const uint64_t bytes = calls_.own_move->mapped_bytes();
+  if (bytes == 0) return Own::not_used;
+  if (!fits_before_freeze(bytes, own_rate_, until_freeze)) return Own::cache_only;
+  Status s = calls_.suspend_collectives();
+  if (!s.ok()) {
+    give_up("suspending the NCCL communicators", s);
+    return Own::cache_only;
+  }
+  const auto start = calls_.now();
+  s = calls_.own_move->release();
+  if (!s.ok()) {
+    undo("resuming the NCCL communicators", calls_.resume_collectives);
+    log_("gpu_release=full: hydro's move of its allocator's memory failed (" + s.message() +
+         "): the driver's process checkpoint instead");
+    return Own::not_used;
+  }
+  const auto took = std::chrono::duration_cast<std::chrono::microseconds>(calls_.now() - start).count();
+  own_rate_ = rate_of(bytes, took, own_rate_);
+  own_held_ = true;
+  return Own::moved;
+}
+
+bool GpuReleaser::fits_before_freeze(uint64_t bytes, uint64_t rate,
+                                     std::optional<std::chrono::milliseconds> until_freeze) {
   if (!until_freeze) return true;
-  const double need_s = static_cast<double>(bytes) / static_cast<double>(rate_);
+  const double need_s = static_cast<double>(bytes) / static_cast<double>(rate);
   const double left_s = static_cast<double>(until_freeze->count()) / 1000.0;
   if (need_s <= left_s * 0.75) return true;
-  log_("gpu_release=full: moving " + mib(bytes) + " at " + mib(rate_) + "/s takes about " + seconds(need_s) +
+  log_("gpu_release=full: moving " + mib(bytes) + " at " + mib(rate) + "/s takes about " + seconds(need_s) +
        ", and the process is frozen in " + seconds(left_s) +
        " (Slurm's suspend): releasing the cache only (hydroctl pause leaves it the time it needs)");
   return false;
@@ -77,7 +117,7 @@ bool GpuReleaser::release_full(std::chrono::milliseconds lock_timeout,
          " kept free): releasing the cache only");
     return false;
   }
-  if (!fits_before_freeze(bytes, until_freeze)) return false;
+  if (!fits_before_freeze(bytes, rate_, until_freeze)) return false;
   if (until_freeze) lock_timeout = std::min(lock_timeout, *until_freeze / 4);
   const auto start = calls_.now();
   Status s = calls_.suspend_collectives();
@@ -94,7 +134,7 @@ bool GpuReleaser::release_full(std::chrono::milliseconds lock_timeout,
     return give_up("moving the device state to host memory", s);
   }
   const auto took = std::chrono::duration_cast<std::chrono::microseconds>(calls_.now() - start).count();
-  if (took > 0) rate_ = std::max<uint64_t>(1, static_cast<uint64_t>(static_cast<double>(bytes) * 1e6 / took));
+  rate_ = rate_of(bytes, took, rate_);
   log_("gpu_release=full: " + mib(bytes) + " of device state moved to host memory in " + seconds(took / 1e6) +
        "; the GPU is free");
   return true;
@@ -123,7 +163,15 @@ GpuRelease GpuReleaser::release_cache() {
 Status GpuReleaser::restore() {
   const GpuRelease held = std::exchange(held_, GpuRelease::off);
   HYDRO_RETURN_IF_ERROR(lost_);
-  return held == GpuRelease::full ? bring_back() : Status::OK();
+  if (calls_.own_move) {  // its memory back; or an error kept from an undo that failed
+    Status s = calls_.own_move->restore();
+    if (!s.ok()) return lost_ = s;
+  }
+  if (held != GpuRelease::full) return Status::OK();
+  if (!std::exchange(own_held_, false)) return bring_back();
+  Status s = calls_.resume_collectives();
+  if (!s.ok()) return lost_ = Status::io("gpu_release=full: resuming the NCCL communicators failed: " + s.message());
+  return Status::OK();
 }
 
 Status GpuReleaser::bring_back() {

@@ -8,64 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "fake_gpu.h"
+
 namespace hydro {
 namespace {
-
-using std::chrono::milliseconds;
-using Calls = std::vector<std::string>;
-constexpr uint64_t kGiB = 1ull << 30;
-
-// A process with `device` bytes on the GPU and `host` bytes of host memory free; the call named
-// `fail` (and any in `also_fail`) returns an error.
-struct FakeDevice {
-  uint64_t device = 4 * kGiB, host = 64 * kGiB;
-  std::string fail;
-  std::vector<std::string> also_fail;
-  Calls calls;
-  std::vector<std::string> logs;
-  std::chrono::steady_clock::time_point clock;  // moved on by each checkpoint's `checkpoint_takes`
-  milliseconds checkpoint_takes{0};
-  milliseconds lock_timeout{0};  // the last lock's
-
-  std::function<Status()> call(const std::string& name) {
-    return [this, name] {
-      calls.push_back(name);
-      bool fails = name == fail;
-      for (const auto& f : also_fail) fails = fails || name == f;
-      return fails ? Status::io(name + " refused") : Status::OK();
-    };
-  }
-  DeviceCalls device_calls() {
-    DeviceCalls c;
-    c.device_bytes = [this] { return device; };
-    c.host_available = [this] { return HostRoom{host, "MemAvailable in /proc/meminfo"}; };
-    c.release_cache = call("release_cache");
-    c.suspend_collectives = call("suspend_collectives");
-    c.resume_collectives = call("resume_collectives");
-    auto lock = call("lock");
-    c.lock = [this, lock](milliseconds timeout) {
-      lock_timeout = timeout;
-      return lock();
-    };
-    auto checkpoint = call("checkpoint");
-    c.checkpoint = [this, checkpoint] {
-      clock += checkpoint_takes;
-      return checkpoint();
-    };
-    c.now = [this] { return clock; };
-    c.restore = call("restore");
-    c.unlock = call("unlock");
-    return c;
-  }
-  GpuReleaser releaser(GpuRelease mode) {
-    return GpuReleaser(mode, device_calls(), [this](const std::string& line) { logs.push_back(line); });
-  }
-  bool logged(const std::string& part) const {
-    for (const auto& l : logs)
-      if (l.find(part) != std::string::npos) return true;
-    return false;
-  }
-};
 
 TEST(GpuRelease, NamesRoundTripAndABadOneIsRefused) {
   for (GpuRelease g : {GpuRelease::off, GpuRelease::cache, GpuRelease::full}) {
@@ -80,7 +26,7 @@ TEST(GpuRelease, NamesRoundTripAndABadOneIsRefused) {
 }
 
 TEST(GpuRelease, OffCallsNothingAndCacheOnlyFreesTheCache) {
-  FakeDevice off, cache;
+  FakeGpu off, cache;
   auto r_off = off.releaser(GpuRelease::off);
   EXPECT_EQ(r_off.release(milliseconds(100)), GpuRelease::off);
   EXPECT_TRUE(r_off.restore().ok());
@@ -92,7 +38,7 @@ TEST(GpuRelease, OffCallsNothingAndCacheOnlyFreesTheCache) {
 }
 
 TEST(GpuRelease, FullSuspendsNcclLocksAndCheckpointsThenRestoresInTheReverseOrder) {
-  FakeDevice d;
+  FakeGpu d;
   auto r = d.releaser(GpuRelease::full);
   EXPECT_EQ(r.release(milliseconds(100)), GpuRelease::full);
   EXPECT_EQ(d.calls, (Calls{"suspend_collectives", "lock", "checkpoint"}));
@@ -103,7 +49,7 @@ TEST(GpuRelease, FullSuspendsNcclLocksAndCheckpointsThenRestoresInTheReverseOrde
 }
 
 TEST(GpuRelease, FullThatDoesNotFitInHostMemoryFreesTheCacheAndSaysWhy) {
-  FakeDevice d;
+  FakeGpu d;
   d.device = 40 * kGiB;
   d.host = 44 * kGiB;  // 4 GiB left, an eighth of 40 is 5: it does not fit
   auto r = d.releaser(GpuRelease::full);
@@ -135,7 +81,7 @@ struct FailingStep {
 class GpuReleaseFailure : public ::testing::TestWithParam<FailingStep> {};
 
 TEST_P(GpuReleaseFailure, UndoesTheStepsBeforeAndFallsBackToTheCache) {
-  FakeDevice d;
+  FakeGpu d;
   d.fail = GetParam().step;
   auto r = d.releaser(GpuRelease::full);
   EXPECT_EQ(r.release(milliseconds(100)), GpuRelease::cache);
@@ -161,7 +107,7 @@ INSTANTIATE_TEST_SUITE_P(EachStep, GpuReleaseFailure,
                          [](const auto& info) { return std::string(info.param.step); });
 
 TEST(GpuRelease, ACacheReleaseThatFailsSaysOffAndTheJobStaysPaused) {
-  FakeDevice d;
+  FakeGpu d;
   d.fail = "release_cache";
   auto r = d.releaser(GpuRelease::cache);
   EXPECT_EQ(r.release(milliseconds(100)), GpuRelease::off);
@@ -170,7 +116,7 @@ TEST(GpuRelease, ACacheReleaseThatFailsSaysOffAndTheJobStaysPaused) {
 }
 
 TEST(GpuRelease, AnUndoThatFailsMakesTheRestoreAnError) {
-  FakeDevice d;
+  FakeGpu d;
   d.fail = "checkpoint";
   d.also_fail = {"unlock"};
   auto r = d.releaser(GpuRelease::full);
@@ -184,7 +130,7 @@ TEST(GpuRelease, AnUndoThatFailsMakesTheRestoreAnError) {
 
 TEST(GpuRelease, ARestoreThatFailsIsAnErrorNamingIt) {
   for (const char* step : {"restore", "unlock", "resume_collectives"}) {
-    FakeDevice d;
+    FakeGpu d;
     auto r = d.releaser(GpuRelease::full);
     ASSERT_EQ(r.release(milliseconds(100)), GpuRelease::full);
     d.fail = step;
@@ -199,7 +145,7 @@ TEST(GpuRelease, ARestoreThatFailsIsAnErrorNamingIt) {
 // checkpointed: `full` goes ahead only when the move fits in 3/4 of the time left, at the assumed
 // rate until one is measured, and its lock waits at most a quarter of it.
 TEST(GpuRelease, BeforeAFreezeFullGoesAheadOnlyWhenTheMoveFits) {
-  FakeDevice small, big;
+  FakeGpu small, big;
   small.device = kGiB;  // 1 s at the assumed 1 GiB/s: fits in 1.5 s
   auto r = small.releaser(GpuRelease::full);
   EXPECT_EQ(r.release(milliseconds(5000), milliseconds(2000)), GpuRelease::full);
@@ -215,7 +161,7 @@ TEST(GpuRelease, BeforeAFreezeFullGoesAheadOnlyWhenTheMoveFits) {
 }
 
 TEST(GpuRelease, TheRateMeasuredByOneReleaseDecidesTheNext) {
-  FakeDevice d;
+  FakeGpu d;
   d.device = 4 * kGiB;
   d.checkpoint_takes = milliseconds(400);  // 10 GiB/s
   auto r = d.releaser(GpuRelease::full);
@@ -227,7 +173,7 @@ TEST(GpuRelease, TheRateMeasuredByOneReleaseDecidesTheNext) {
 }
 
 TEST(GpuRelease, AReleaseAfterARestoreStartsAgain) {
-  FakeDevice d;
+  FakeGpu d;
   auto r = d.releaser(GpuRelease::full);
   for (int i = 0; i < 3; ++i) {
     ASSERT_EQ(r.release(milliseconds(100)), GpuRelease::full);

@@ -78,6 +78,7 @@ class DeviceMove {
   // device memory is lost: the caller ends the job, to be requeued from its last checkpoint.
   Status restore();
   bool holding() const { return !moved_.empty(); }
+  uint64_t mapped_bytes() const;  // the bytes of every segment mapped now
   uint64_t moved_bytes() const;
   const PinnedPool& pool() const { return pool_; }
 

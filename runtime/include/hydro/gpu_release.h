@@ -1,8 +1,10 @@
 // Issue 33: a paused process gives its GPU back. `cache` frees the allocator's cached, unused
-// blocks; `full` moves the process's whole device state to host memory with the CUDA driver's
-// process checkpoint (lock, checkpoint; then restore, unlock), its NCCL communicators suspended
-// first. The order of the calls and every fallback live here, in plain C++: the calls come through
-// DeviceCalls, which a CUDA build fills with the driver's and the tests with a fake.
+// blocks; `full` moves the process's device memory to host memory, its NCCL communicators
+// suspended first: by hydro's own move (hydro/device_move.h, issue 57) where the memory is hydro's
+// allocator's, else (or where that fails) with the CUDA driver's process checkpoint (lock,
+// checkpoint; then restore, unlock). The order of the calls and every fallback live here, in plain
+// C++: the calls come through DeviceCalls, which a CUDA build fills with the driver's and the tests
+// with a fake.
 #pragma once
 
 #include <chrono>
@@ -15,6 +17,8 @@
 #include "hydro/status.h"
 
 namespace hydro {
+
+class DeviceMove;
 
 enum class GpuRelease { off, cache, full };
 const char* gpu_release_name(GpuRelease g);  // "off", "cache", "full"
@@ -32,6 +36,9 @@ struct DeviceCalls {
   std::function<Status()> restore;                        // host memory back to the device
   std::function<Status()> unlock;                         // the process's CUDA calls go on
   std::function<std::chrono::steady_clock::time_point()> now = std::chrono::steady_clock::now;
+  // hydro's own move of its allocator's memory, the first choice of `full` where that allocator
+  // holds any; null: the driver's process checkpoint alone. Not owned.
+  DeviceMove* own_move = nullptr;
 };
 
 // Whether `device_bytes` of device state fits in `host_available` with room left: the larger of
@@ -55,13 +62,19 @@ class GpuReleaser {
   // requeued from its last checkpoint.
   Status restore();
   GpuRelease held() const { return held_; }
-  // Bytes per second of the last full release (lock and checkpoint), or kAssumedRate.
+  // Bytes per second of the last full release by the driver (lock and checkpoint), and of the
+  // last by hydro's own move; kAssumedRate before one.
   uint64_t rate() const { return rate_; }
+  uint64_t own_rate() const { return own_rate_; }
 
   static constexpr uint64_t kAssumedRate = 1ull << 30;  // 1 GiB/s: below the driver's reported speeds
 
  private:
-  bool fits_before_freeze(uint64_t bytes, std::optional<std::chrono::milliseconds> until_freeze);
+  // cache_only: too slow for the freeze (the driver's checkpoint is slower still), or NCCL would
+  // not suspend; not_used: none to move, or the move failed and was undone.
+  enum class Own { moved, cache_only, not_used };
+  Own release_own(std::optional<std::chrono::milliseconds> until_freeze);
+  bool fits_before_freeze(uint64_t bytes, uint64_t rate, std::optional<std::chrono::milliseconds> until_freeze);
   bool release_full(std::chrono::milliseconds lock_timeout, std::optional<std::chrono::milliseconds> until_freeze);
   bool give_up(const std::string& step, const Status& why);
   void undo(const char* step, const std::function<Status()>& call);
@@ -73,7 +86,9 @@ class GpuReleaser {
   std::function<void(const std::string&)> log_;
   GpuRelease held_ = GpuRelease::off;
   uint64_t rate_ = kAssumedRate;
-  Status lost_;  // an undo that failed: the device state cannot come back
+  uint64_t own_rate_ = kAssumedRate;
+  bool own_held_ = false;  // the last full release was hydro's own move
+  Status lost_;            // an undo that failed: the device state cannot come back
 };
 
 }  // namespace hydro
