@@ -18,10 +18,11 @@ namespace {
 
 constexpr uint64_t kMiB = 1ull << 20;
 
+// The stand-in's physical memory held now. It is the library the allocator loads (the same path:
+// one copy in the process), kept loaded here, so that a test's first reading comes before any.
 unsigned long long physical_bytes() {
-  void* lib = ::dlopen(HYDRO_FAKE_LIBCUDA, RTLD_NOW | RTLD_NOLOAD);
+  static void* lib = ::dlopen(HYDRO_FAKE_LIBCUDA, RTLD_NOW | RTLD_LOCAL);
   auto f = reinterpret_cast<unsigned long long (*)()>(lib ? ::dlsym(lib, "hydro_fake_cuda_physical_bytes") : nullptr);
-  if (lib) ::dlclose(lib);
   return f ? f() : ~0ull;
 }
 
