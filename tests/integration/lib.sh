@@ -259,13 +259,15 @@ resume_requeued() {
 
 # release JOB: a requeued job waits ~121 s to be eligible; start it now. slurmd refuses a launch
 # whose credential is from the same second as the requeue's revocation ("already killed, do not
-# launch batch job"), so let the second pass, and ask again if the job is sent back to wait.
+# launch batch job"), so let the second pass, and ask again if the job is sent back to wait. A job
+# may start by itself meanwhile (seen under load: Slurm refuses the update, "Job is no longer
+# pending execution"), which is what was asked: the state decides, not the update's status.
 release() {
   local job=$1 i s
   wait_state "$job" PENDING 60
   sleep 1.1
   for ((i = 0; i < 10; i++)); do
-    scontrol update JobId="$job" StartTime=now
+    scontrol update JobId="$job" StartTime=now || true
     for _ in $(seq 30); do
       s=$(job_state "$job")
       [ "$s" = PENDING ] || return 0
