@@ -60,21 +60,37 @@ GpuRelease GpuReleaser::release(std::chrono::milliseconds lock_timeout,
   held_ = GpuRelease::off;
   own_held_ = false;
   if (mode_ == GpuRelease::full) {
-    const Own own = release_own(until_freeze);
-    if (own == Own::moved || (own == Own::not_used && release_full(lock_timeout, until_freeze))) {
-      return held_ = GpuRelease::full;
+    const auto start = calls_.now();
+    switch (release_own(until_freeze)) {
+      case Own::moved: return held_ = GpuRelease::full;
+      case Own::cache_only: return held_ = own_cache_;
+      case Own::not_used: break;
     }
+    if (release_full(lock_timeout, time_left(until_freeze, start))) return held_ = GpuRelease::full;
   }
   if (mode_ != GpuRelease::off) held_ = release_cache();
   return held_;
 }
 
-// hydro's own move, where its allocator holds memory: plain copies at the link's rate, with no
-// lock. Too slow for the freeze: the driver's checkpoint is slower still, so the cache alone.
+// What is left of `until_freeze`, counted from `start`: an own move that failed took some of it.
+std::optional<std::chrono::milliseconds> GpuReleaser::time_left(std::optional<std::chrono::milliseconds> until_freeze,
+                                                                std::chrono::steady_clock::time_point start) {
+  if (!until_freeze) return until_freeze;
+  const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(calls_.now() - start);
+  return std::max(std::chrono::milliseconds(0), *until_freeze - spent);
+}
+
+// hydro's own move, where its allocator holds memory: the allocator's cache freed first (its free
+// blocks are not moved), then plain copies at the link's rate, with no lock. cache_only (the cache
+// freed, own_cache_ says how it went): too slow for the freeze, where the driver's checkpoint is
+// slower still; NCCL that would not suspend; or device memory lost by a failed undo, which the
+// restore reports.
 GpuReleaser::Own GpuReleaser::release_own(std::optional<std::chrono::milliseconds> until_freeze) {
-  if (!calls_.own_move) return Own::not_used;
+  if (!calls_.own_move || calls_.own_move->mapped_bytes() == 0) return Own::not_used;
+  own_cache_ = release_cache();
   const uint64_t bytes = calls_.own_move->mapped_bytes();
-  if (bytes == 0) return Own::not_used;
+  if (bytes == 0) return Own::not_used;  // the cache held all of it: the rest is the driver's
+  if (!lost_.ok() || calls_.own_move->lost()) return Own::cache_only;
   if (!fits_before_freeze(bytes, own_rate_, until_freeze)) return Own::cache_only;
   Status s = calls_.suspend_collectives();
   if (!s.ok()) {
@@ -85,6 +101,7 @@ GpuReleaser::Own GpuReleaser::release_own(std::optional<std::chrono::millisecond
   s = calls_.own_move->release();
   if (!s.ok()) {
     undo("resuming the NCCL communicators", calls_.resume_collectives);
+    if (!lost_.ok() || calls_.own_move->lost()) return Own::cache_only;
     log_("gpu_release=full: hydro's move of its allocator's memory failed (" + s.message() +
          "): the driver's process checkpoint instead");
     return Own::not_used;

@@ -1,4 +1,4 @@
-#include "hydro/vmm_allocator.h"
+#include "vmm_allocator.h"
 
 #include <cuda.h>
 #include <dlfcn.h>
@@ -19,7 +19,8 @@ struct VmmDriver {
   decltype(&cuGetErrorName) error_name = nullptr;
   decltype(&cuDeviceGet) device_get = nullptr;
   decltype(&cuDevicePrimaryCtxRetain) primary_ctx = nullptr;
-  decltype(&cuCtxSetCurrent) set_ctx = nullptr;
+  decltype(&cuCtxPushCurrent_v2) push_ctx = nullptr;
+  decltype(&cuCtxPopCurrent_v2) pop_ctx = nullptr;
   decltype(&cuMemGetAllocationGranularity) granularity = nullptr;
   decltype(&cuMemAddressReserve) reserve = nullptr;
   decltype(&cuMemAddressFree) address_free = nullptr;
@@ -58,7 +59,8 @@ std::string load(const std::string& path, VmmDriver* d) {
   bind(d->lib, "cuGetErrorName", &d->error_name, &missing);
   bind(d->lib, "cuDeviceGet", &d->device_get, &missing);
   bind(d->lib, "cuDevicePrimaryCtxRetain", &d->primary_ctx, &missing);
-  bind(d->lib, "cuCtxSetCurrent", &d->set_ctx, &missing);
+  bind(d->lib, "cuCtxPushCurrent_v2", &d->push_ctx, &missing);
+  bind(d->lib, "cuCtxPopCurrent_v2", &d->pop_ctx, &missing);
   bind(d->lib, "cuMemGetAllocationGranularity", &d->granularity, &missing);
   bind(d->lib, "cuMemAddressReserve", &d->reserve, &missing);
   bind(d->lib, "cuMemAddressFree", &d->address_free, &missing);
@@ -108,7 +110,7 @@ Status VmmAllocator::check(int result, const char* call) const {
   return Status::io(std::string(call) + ": " + name + " (" + std::to_string(result) + ")");
 }
 
-Status VmmAllocator::use_device(int device) {
+Status VmmAllocator::on_device(int device, const std::function<Status()>& body) {
   auto it = d_->contexts.find(device);
   if (it == d_->contexts.end()) {
     CUdevice dev = 0;
@@ -117,41 +119,54 @@ Status VmmAllocator::use_device(int device) {
     HYDRO_RETURN_IF_ERROR(check(d_->primary_ctx(&ctx, dev), "cuDevicePrimaryCtxRetain"));
     it = d_->contexts.emplace(device, ctx).first;
   }
-  return check(d_->set_ctx(it->second), "cuCtxSetCurrent");
+  HYDRO_RETURN_IF_ERROR(check(d_->push_ctx(it->second), "cuCtxPushCurrent"));
+  Status s = body();
+  CUcontext popped = nullptr;
+  Status popped_ok = check(d_->pop_ctx(&popped), "cuCtxPopCurrent");
+  return s.ok() ? popped_ok : s;
+}
+
+Status VmmAllocator::find(uint64_t address, Mapping** out) {
+  auto it = mappings_.find(address);
+  if (it == mappings_.end()) return Status::not_found("no segment of hydro's allocator at " + std::to_string(address));
+  *out = &it->second;
+  return Status::OK();
 }
 
 Status VmmAllocator::allocate(uint64_t bytes, int device, void** out) {
   std::lock_guard<std::mutex> lock(mu_);
-  HYDRO_RETURN_IF_ERROR(use_device(device));
-  const CUmemAllocationProp prop = device_memory(device);
-  size_t granularity = 0;
-  HYDRO_RETURN_IF_ERROR(check(d_->granularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
-                              "cuMemGetAllocationGranularity"));
-  if (granularity == 0) granularity = 2u << 20;
-  Mapping seg{(bytes + granularity - 1) / granularity * granularity, device, 0, false};
-  CUdeviceptr address = 0;
-  HYDRO_RETURN_IF_ERROR(check(d_->reserve(&address, seg.bytes, granularity, 0, 0), "cuMemAddressReserve"));
-  Status s = map_at(address, &seg);
-  if (!s.ok()) {
-    d_->address_free(address, seg.bytes);
-    return s;
-  }
-  mappings_[address] = seg;
-  *out = reinterpret_cast<void*>(address);
-  return Status::OK();
+  return on_device(device, [&] {
+    const CUmemAllocationProp prop = device_memory(device);
+    size_t granularity = 0;
+    HYDRO_RETURN_IF_ERROR(check(d_->granularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
+                                "cuMemGetAllocationGranularity"));
+    if (granularity == 0) granularity = 2u << 20;
+    Mapping seg{(bytes + granularity - 1) / granularity * granularity, device, 0, false};
+    CUdeviceptr address = 0;
+    HYDRO_RETURN_IF_ERROR(check(d_->reserve(&address, seg.bytes, granularity, 0, 0), "cuMemAddressReserve"));
+    Status s = map_at(address, &seg);
+    if (!s.ok()) {
+      d_->address_free(address, seg.bytes);
+      return s;
+    }
+    mappings_[address] = seg;
+    *out = reinterpret_cast<void*>(address);
+    return Status::OK();
+  });
 }
 
 Status VmmAllocator::deallocate(void* address, void* stream) {
   std::lock_guard<std::mutex> lock(mu_);
   const auto at = reinterpret_cast<uint64_t>(address);
-  auto it = mappings_.find(at);
-  if (it == mappings_.end()) return Status::invalid_argument("not hydro's device memory");
-  Mapping m = it->second;
-  HYDRO_RETURN_IF_ERROR(use_device(m.device));
-  HYDRO_RETURN_IF_ERROR(check(d_->stream_sync(static_cast<CUstream>(stream)), "cuStreamSynchronize"));
-  mappings_.erase(it);
-  if (m.mapped) HYDRO_RETURN_IF_ERROR(unmap_at(at, &m));
-  return check(d_->address_free(at, m.bytes), "cuMemAddressFree");
+  Mapping* found = nullptr;
+  HYDRO_RETURN_IF_ERROR(find(at, &found));
+  Mapping m = *found;
+  return on_device(m.device, [&] {
+    HYDRO_RETURN_IF_ERROR(check(d_->stream_sync(static_cast<CUstream>(stream)), "cuStreamSynchronize"));
+    mappings_.erase(at);
+    if (m.mapped) HYDRO_RETURN_IF_ERROR(unmap_at(at, &m));
+    return check(d_->address_free(at, m.bytes), "cuMemAddressFree");
+  });
 }
 
 // New physical memory for `seg`, mapped at `address`, readable and writable from its device.
@@ -175,10 +190,16 @@ Status VmmAllocator::map_at(uint64_t address, Mapping* seg) {
 }
 
 // The physical memory of `seg` released; its address range stays reserved.
+// A release that fails once the unmap is done leaks that physical memory, logged; the segment is
+// released all the same (its bytes are the pool's, and a restore maps new memory).
 Status VmmAllocator::unmap_at(uint64_t address, Mapping* seg) {
   HYDRO_RETURN_IF_ERROR(check(d_->unmap(address, seg->bytes), "cuMemUnmap"));
   seg->mapped = false;
-  return check(d_->release(seg->handle), "cuMemRelease");
+  Status s = check(d_->release(seg->handle), "cuMemRelease");
+  if (!s.ok())
+    hydro::log("hydro's device allocator: " + s.message() + ": " + std::to_string(seg->bytes) +
+               " bytes of device memory stay taken until the process ends");
+  return Status::OK();
 }
 
 uint64_t VmmAllocator::mapped_bytes() const {
@@ -191,21 +212,31 @@ uint64_t VmmAllocator::mapped_bytes() const {
 // One segment's copy queued on its device's stream: to `host` (out), or back from it.
 Status VmmAllocator::copy(const Segment& seg, void* host, bool out) {
   std::lock_guard<std::mutex> lock(mu_);
-  const int device = mappings_.at(seg.address).device;
-  HYDRO_RETURN_IF_ERROR(use_device(device));
-  CUstream& stream = d_->streams[device];
-  if (!stream) HYDRO_RETURN_IF_ERROR(check(d_->stream_create(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
-  if (out) return check(d_->to_host(host, seg.address, seg.bytes, stream), "cuMemcpyDtoHAsync");
-  return check(d_->to_device(seg.address, host, seg.bytes, stream), "cuMemcpyHtoDAsync");
+  Mapping* m = nullptr;
+  HYDRO_RETURN_IF_ERROR(find(seg.address, &m));
+  return on_device(m->device, [&] {
+    CUstream& stream = d_->streams[m->device];
+    if (!stream) HYDRO_RETURN_IF_ERROR(check(d_->stream_create(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
+    if (out) return check(d_->to_host(host, seg.address, seg.bytes, stream), "cuMemcpyDtoHAsync");
+    return check(d_->to_device(seg.address, host, seg.bytes, stream), "cuMemcpyHtoDAsync");
+  });
 }
 
 Status VmmAllocator::wait_copies() {
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [device, stream] : d_->streams) {
-    HYDRO_RETURN_IF_ERROR(use_device(device));
-    HYDRO_RETURN_IF_ERROR(check(d_->stream_sync(stream), "cuStreamSynchronize"));
+    CUstream st = stream;
+    HYDRO_RETURN_IF_ERROR(on_device(device, [&] { return check(d_->stream_sync(st), "cuStreamSynchronize"); }));
   }
   return Status::OK();
+}
+
+// Unmaps (`release`) or maps again the segment at `seg`'s address.
+Status VmmAllocator::remap(const Segment& seg, bool release) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Mapping* m = nullptr;
+  HYDRO_RETURN_IF_ERROR(find(seg.address, &m));
+  return on_device(m->device, [&] { return release ? unmap_at(seg.address, m) : map_at(seg.address, m); });
 }
 
 MoveCalls VmmAllocator::move_calls() {
@@ -220,25 +251,16 @@ MoveCalls VmmAllocator::move_calls() {
   c.host_available = [] { return host_memory_available(); };
   c.pin = [this](uint64_t bytes, void** host) {
     std::lock_guard<std::mutex> lock(mu_);
-    HYDRO_RETURN_IF_ERROR(use_device(mappings_.empty() ? 0 : mappings_.begin()->second.device));
-    return check(d_->host_alloc(host, bytes, CU_MEMHOSTALLOC_PORTABLE), "cuMemHostAlloc");
+    const int device = mappings_.empty() ? 0 : mappings_.begin()->second.device;
+    return on_device(device,
+                     [&] { return check(d_->host_alloc(host, bytes, CU_MEMHOSTALLOC_PORTABLE), "cuMemHostAlloc"); });
   };
   c.unpin = [this](void* host, uint64_t) { d_->free_host(host); };
   c.copy_out = [this](const Segment& seg, void* host) { return copy(seg, host, true); };
   c.copy_in = [this](const Segment& seg, const void* host) { return copy(seg, const_cast<void*>(host), false); };
   c.wait_copies = [this] { return wait_copies(); };
-  c.unmap = [this](const Segment& seg) {
-    std::lock_guard<std::mutex> lock(mu_);
-    Mapping& m = mappings_.at(seg.address);
-    HYDRO_RETURN_IF_ERROR(use_device(m.device));
-    return unmap_at(seg.address, &m);
-  };
-  c.map = [this](const Segment& seg) {
-    std::lock_guard<std::mutex> lock(mu_);
-    Mapping& m = mappings_.at(seg.address);
-    HYDRO_RETURN_IF_ERROR(use_device(m.device));
-    return map_at(seg.address, &m);
-  };
+  c.unmap = [this](const Segment& seg) { return remap(seg, true); };
+  c.map = [this](const Segment& seg) { return remap(seg, false); };
   return c;
 }
 
@@ -264,7 +286,7 @@ hydro::VmmAllocator* process_allocator() {
 extern "C" void* hydro_vmm_malloc(ssize_t size, int device, void*) {
   hydro::VmmAllocator* a = process_allocator();
   void* out = nullptr;
-  if (!a || size < 0) return nullptr;
+  if (!a || size <= 0) return nullptr;  // torch asks no memory for an empty tensor
   hydro::Status s = a->allocate(static_cast<uint64_t>(size), device, &out);
   if (!s.ok())
     hydro::log("hydro's device allocator: " + std::to_string(size) + " bytes on device " + std::to_string(device) +

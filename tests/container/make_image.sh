@@ -12,8 +12,9 @@
 # tests/container/enter runs a task in it: base and layer overlaid, read-only.
 #   make_image.sh [--if-stale] LAYER   inside the Debian 13 root (scripts/debian13 run); pip's build
 #                                      tools are the base's, Debian's scikit-build-core and pybind11.
-#                                      --if-stale: only when a source that pip builds is
-#                                      newer than the image (scripts/setup and scripts/test)
+#                                      --if-stale: only when a source that pip builds, this
+#                                      script or the wheels' pins are newer than the image
+#                                      (scripts/setup and scripts/test)
 # About 3.5 minutes on the 2-CPU VM, most of it pip's build of hydro.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -21,7 +22,7 @@ if_stale=
 if [ "${1:-}" = --if-stale ]; then if_stale=1; shift; fi
 layer=${1:?usage: make_image.sh [--if-stale] LAYER}
 wheels=$(dirname "$layer")/wheels  # Lightning's, which scripts/setup fetches from PyPI
-sources=(CMakeLists.txt pyproject.toml cmake runtime launcher python config)
+sources=(CMakeLists.txt pyproject.toml cmake runtime launcher python config tests/container)
 [ -n "${HYDRO_IN_DEBIAN13:-}" ] || { echo "make_image.sh: run it inside the Debian 13 root (scripts/debian13 run)" >&2; exit 2; }
 
 # The image's PATH, its venv first: in its /etc/environment, where enroot reads an image's
@@ -34,7 +35,7 @@ in_layer() { chroot "$layer/root" /usr/bin/env -u PYTHONPATH -u LD_LIBRARY_PATH 
 
 if [ "${2:-}" != --mounted ]; then
   if [ -n "$if_stale" ] && [ -f "$layer/made" ] &&
-    [ -z "$(cd "$top" && find "${sources[@]}" -newer "$layer/made" -print -quit)" ]; then
+    [ -z "$(cd "$top" && find "${sources[@]}" "$wheels/pins" -newer "$layer/made" -print -quit)" ]; then
     echo "== the image in $layer is up to date"
     exit 0
   fi

@@ -1,4 +1,4 @@
-// Issue 57 on a real device: hydro's device allocator (hydro/vmm_allocator.h) and its move
+// Issue 57 on a real device: hydro's device allocator (runtime/cuda/vmm_allocator.h) and its move
 // (hydro/device_move.h) through libcuda.so.1. Checks, and prints figures for the note:
 //  1. while released, the device's used memory falls by every byte the allocator had mapped;
 //  2. after the restore, every segment holds its bytes again at the same address;
@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "hydro/vmm_allocator.h"
+#include "vmm_allocator.h"
 
 namespace {
 

@@ -4,7 +4,7 @@
 // - The process-checkpoint calls (hydro-cuda-checkpoint's): the state machine the driver documents
 //   (running, locked, checkpointed); a call made in the wrong state fails with
 //   CUDA_ERROR_ILLEGAL_STATE (401). Names: init, lock, checkpoint, restore, unlock.
-// - The virtual memory calls (hydro/vmm_allocator.h's), over host memory: an address range is an
+// - The virtual memory calls (runtime/cuda/vmm_allocator.h's), over host memory: an address range is an
 //   inaccessible mapping, physical memory a memfd, mapping it maps the memfd there, and the copies
 //   are memcpy. hydro_fake_cuda_physical_bytes() says how much physical memory is held. Names:
 //   the driver's (cuMemCreate, cuMemMap, ...).
@@ -94,7 +94,11 @@ int cuDevicePrimaryCtxRetain(void** context, int device) {
   *context = reinterpret_cast<void*>(static_cast<uintptr_t>(device) + 1);
   return record("cuDevicePrimaryCtxRetain", 0, device);
 }
-int cuCtxSetCurrent(void*) { return 0; }
+int cuCtxPushCurrent_v2(void*) { return record("cuCtxPushCurrent", 0); }
+int cuCtxPopCurrent_v2(void** context) {
+  *context = nullptr;
+  return record("cuCtxPopCurrent", 0);
+}
 int cuMemGetAllocationGranularity(size_t* granularity, const void*, int) {
   *granularity = 2u << 20;
   return record("cuMemGetAllocationGranularity", 0);

@@ -4,6 +4,7 @@
 // fake of their own.
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -14,26 +15,36 @@
 namespace hydro {
 namespace {
 
-// `bytes` of hydro's allocator's memory in one segment, its calls recorded in `gpu`'s list; the
-// one named `fail` (unmap, map) fails.
+// `count` segments of `bytes` each of hydro's allocator's memory, their calls recorded in `gpu`'s
+// list; a call named `fail` or `also_fail` fails, and the `unmap_fails_at`-th unmap (0: none).
 struct FakeSegments {
-  FakeGpu* gpu;
-  uint64_t bytes;
-  std::string fail;
-  bool mapped = true;
+  FakeGpu* gpu = nullptr;
+  uint64_t bytes = 4 * kGiB;
+  int count = 1;
+  std::string fail, also_fail;
+  int unmap_fails_at = 0;
   milliseconds copy_takes{0};  // each copy out moves the fake clock on
-  std::vector<char> pool;
+  std::set<uint64_t> released;
+  std::vector<char> pool = std::vector<char>(1);
+  int unmaps = 0;
 
   Status call(const std::string& name) {
     gpu->calls.push_back(name);
-    return name == fail ? Status::io(name + " refused") : Status::OK();
+    const bool fails = name == fail || name == also_fail || (name == "unmap" && ++unmaps == unmap_fails_at);
+    return fails ? Status::io(name + " refused") : Status::OK();
   }
   MoveCalls move_calls() {
     MoveCalls c;
-    c.segments = [this] { return mapped ? std::vector<Segment>{{0x7f0000000000, bytes}} : std::vector<Segment>{}; };
+    c.segments = [this] {
+      std::vector<Segment> out;
+      for (int i = 0; i < count; ++i) {
+        const uint64_t address = 0x7f0000000000 + i * bytes;
+        if (!released.count(address)) out.push_back({address, bytes});
+      }
+      return out;
+    };
     c.host_available = [] { return HostRoom{64 * kGiB, "MemAvailable in /proc/meminfo"}; };
     c.pin = [this](uint64_t, void** host) {
-      pool.resize(1);
       *host = pool.data();
       return Status::OK();
     };
@@ -44,14 +55,14 @@ struct FakeSegments {
     };
     c.copy_in = [this](const Segment&, const void*) { return call("copy_in"); };
     c.wait_copies = [] { return Status::OK(); };
-    c.unmap = [this](const Segment&) {
+    c.unmap = [this](const Segment& s) {
       HYDRO_RETURN_IF_ERROR(call("unmap"));
-      mapped = false;
+      released.insert(s.address);
       return Status::OK();
     };
-    c.map = [this](const Segment&) {
+    c.map = [this](const Segment& s) {
       HYDRO_RETURN_IF_ERROR(call("map"));
-      mapped = true;
+      released.erase(s.address);
       return Status::OK();
     };
     c.now = [this] { return gpu->clock; };
@@ -59,9 +70,15 @@ struct FakeSegments {
   }
 };
 
+FakeSegments on(FakeGpu* gpu) {
+  FakeSegments s;
+  s.gpu = gpu;
+  return s;
+}
+
 struct OwnMove {
   FakeGpu gpu;
-  FakeSegments segments{&gpu, 4 * kGiB, "", true, milliseconds(0), {}};
+  FakeSegments segments = on(&gpu);
   DeviceMove move{segments.move_calls(), [this](const std::string& l) { gpu.logs.push_back(l); }};
 
   GpuReleaser releaser() {
@@ -75,15 +92,17 @@ TEST(GpuReleaseOwn, HydrosMoveComesFirstAndNeedsNoLock) {
   OwnMove o;
   GpuReleaser r = o.releaser();
   EXPECT_EQ(r.release(milliseconds(100)), GpuRelease::full);
-  EXPECT_EQ(o.gpu.calls, (Calls{"suspend_collectives", "copy_out", "unmap"}));
+  EXPECT_EQ(o.gpu.calls, (Calls{"release_cache", "suspend_collectives", "copy_out", "unmap"}))
+      << "the allocator's free blocks are freed, not moved";
   ASSERT_TRUE(r.restore().ok());
-  EXPECT_EQ(o.gpu.calls, (Calls{"suspend_collectives", "copy_out", "unmap", "map", "copy_in", "resume_collectives"}));
-  EXPECT_TRUE(o.segments.mapped);
+  EXPECT_EQ(o.gpu.calls, (Calls{"release_cache", "suspend_collectives", "copy_out", "unmap", "map", "copy_in",
+                                "resume_collectives"}));
+  EXPECT_TRUE(o.segments.released.empty());
 }
 
 TEST(GpuReleaseOwn, WithNothingInHydrosAllocatorTheDriverCheckpoints) {
   OwnMove o;
-  o.segments.mapped = false;
+  o.segments.count = 0;
   GpuReleaser r = o.releaser();
   EXPECT_EQ(r.release(milliseconds(100)), GpuRelease::full);
   EXPECT_EQ(o.gpu.calls, (Calls{"suspend_collectives", "lock", "checkpoint"}));
@@ -93,11 +112,11 @@ TEST(GpuReleaseOwn, WithNothingInHydrosAllocatorTheDriverCheckpoints) {
 
 TEST(GpuReleaseOwn, AMoveThatFailsIsUndoneAndTheDriverCheckpointsInstead) {
   OwnMove o;
-  o.segments.fail = "unmap";
+  o.segments.unmap_fails_at = 1;
   GpuReleaser r = o.releaser();
   EXPECT_EQ(r.release(milliseconds(100)), GpuRelease::full);
-  EXPECT_EQ(o.gpu.calls, (Calls{"suspend_collectives", "copy_out", "unmap", "resume_collectives", "suspend_collectives",
-                                "lock", "checkpoint"}));
+  EXPECT_EQ(o.gpu.calls, (Calls{"release_cache", "suspend_collectives", "copy_out", "unmap", "resume_collectives",
+                                "suspend_collectives", "lock", "checkpoint"}));
   EXPECT_TRUE(o.gpu.logged("the driver's process checkpoint instead"));
   ASSERT_TRUE(r.restore().ok());
   EXPECT_EQ(o.gpu.calls.back(), "resume_collectives");
@@ -107,7 +126,7 @@ TEST(GpuReleaseOwn, TooSlowForTheFreezeAtItsOwnRateReleasesTheCacheOnly) {
   OwnMove o;
   GpuReleaser r = o.releaser();  // 4 GiB at the assumed 1 GiB/s: 4 s, and the freeze is in 2
   EXPECT_EQ(r.release(milliseconds(5000), milliseconds(2000)), GpuRelease::cache);
-  EXPECT_EQ(o.gpu.calls, Calls{"release_cache"}) << "the driver's checkpoint, slower, is not tried";
+  EXPECT_EQ(o.gpu.calls, Calls{"release_cache"}) << "the driver's checkpoint, slower, is not tried; the cache once";
   ASSERT_TRUE(r.restore().ok());
 }
 
@@ -121,8 +140,24 @@ TEST(GpuReleaseOwn, ItsMeasuredRateDecidesTheNextFreeze) {
   EXPECT_EQ(r.rate(), GpuReleaser::kAssumedRate) << "the driver's rate is its own";
   o.gpu.calls.clear();
   EXPECT_EQ(r.release(milliseconds(5000), milliseconds(2000)), GpuRelease::full) << "0.2 s of the 1.5 s";
-  EXPECT_EQ(o.gpu.calls, (Calls{"suspend_collectives", "copy_out", "unmap"}));
+  EXPECT_EQ(o.gpu.calls, (Calls{"release_cache", "suspend_collectives", "copy_out", "unmap"}));
   ASSERT_TRUE(r.restore().ok());
+}
+
+TEST(GpuReleaseOwn, AMoveWhoseUndoFailsIsNotFollowedByTheDriversCheckpoint) {
+  OwnMove o;
+  o.segments.count = 2;
+  o.segments.bytes = kGiB;
+  o.segments.unmap_fails_at = 2;  // the first segment released, the second not
+  o.segments.fail = "map";        // and the undo cannot map the first back: lost
+  GpuReleaser r = o.releaser();
+  EXPECT_EQ(r.release(milliseconds(100)), GpuRelease::cache);
+  EXPECT_EQ(o.gpu.calls, (Calls{"release_cache", "suspend_collectives", "copy_out", "copy_out", "unmap", "unmap", "map",
+                                "resume_collectives"}))
+      << "no lock or checkpoint of a process whose memory is lost";
+  Status s = r.restore();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("lost"), std::string::npos) << s.message();
 }
 
 TEST(GpuReleaseOwn, ARestoreThatFailsIsAnErrorAndNcclStaysSuspended) {

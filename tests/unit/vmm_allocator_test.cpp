@@ -1,9 +1,9 @@
-// Issue 57: hydro's device allocator (hydro/vmm_allocator.h) and its move (hydro/device_move.h)
+// Issue 57: hydro's device allocator (runtime/cuda/vmm_allocator.h) and its move (hydro/device_move.h)
 // over the stand-in driver (fake_libcuda.cpp), whose device memory is host memory mapped at the
 // addresses the allocator reserved: what a program wrote there is read back at the same pointers
 // after its physical memory was released and mapped anew. The real driver runs on a GPU machine
 // only (scripts/gpu-check).
-#include "hydro/vmm_allocator.h"
+#include "vmm_allocator.h"
 
 #include <dlfcn.h>
 #include <gtest/gtest.h>
@@ -124,6 +124,28 @@ TEST_F(VmmAllocatorTest, AReleaseThatCannotUnmapLeavesTheMemoryAsItWas) {
   EXPECT_EQ(alloc->mapped_bytes(), 4 * kMiB);
   EXPECT_TRUE(intact(segments, 2));
   for (char* p : segments) ASSERT_TRUE(alloc->deallocate(p, nullptr).ok());
+}
+
+TEST_F(VmmAllocatorTest, AReleaseThatFailsAfterTheUnmapLeaksButTheMoveGoesOn) {
+  std::vector<char*> segments = fill(2, 2);
+  DeviceMove move(alloc->move_calls(), [this](const std::string& l) { logs.push_back(l); });
+  {
+    FailCall fail("cuMemRelease");
+    ASSERT_TRUE(move.release().ok()) << "the segments are unmapped: released, their memory leaked";
+  }
+  EXPECT_EQ(alloc->mapped_bytes(), 0u);
+  ASSERT_TRUE(move.restore().ok());
+  EXPECT_TRUE(intact(segments, 2));
+}
+
+TEST_F(VmmAllocatorTest, ASegmentFreedWhileReleasedIsAnErrorNotACrash) {
+  std::vector<char*> segments = fill(2, 2);
+  DeviceMove move(alloc->move_calls(), [this](const std::string& l) { logs.push_back(l); });
+  ASSERT_TRUE(move.release().ok());
+  ASSERT_TRUE(alloc->deallocate(segments[1], nullptr).ok());
+  Status s = move.restore();
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("no segment of hydro's allocator"), std::string::npos) << s.message();
 }
 
 TEST(VmmEntryPoints, TorchsPluggableAllocatorCallsAllocateAndFree) {

@@ -63,6 +63,8 @@ class PinnedPool {
   int pins_ = 0;
 };
 
+// The caller has drained the device first (the pause's drain): no thread queues work on these
+// segments while a release or a restore runs, since the copies go on a stream of their own.
 class DeviceMove {
  public:
   DeviceMove(MoveCalls calls, std::function<void(const std::string&)> log);
@@ -78,7 +80,8 @@ class DeviceMove {
   // device memory is lost: the caller ends the job, to be requeued from its last checkpoint.
   Status restore();
   bool holding() const { return !moved_.empty(); }
-  uint64_t mapped_bytes() const;  // the bytes of every segment mapped now
+  bool lost() const { return !lost_.ok(); }  // an undo or a restore failed: restore() says why
+  uint64_t mapped_bytes() const;             // the bytes of every segment mapped now
   uint64_t moved_bytes() const;
   const PinnedPool& pool() const { return pool_; }
 

@@ -70,10 +70,12 @@ class GpuReleaser {
   static constexpr uint64_t kAssumedRate = 1ull << 30;  // 1 GiB/s: below the driver's reported speeds
 
  private:
-  // cache_only: too slow for the freeze (the driver's checkpoint is slower still), or NCCL would
-  // not suspend; not_used: none to move, or the move failed and was undone.
+  // cache_only: the cache freed, and nothing more (release_own says when); not_used: none to
+  // move, or the move failed and was undone: the driver's checkpoint may follow.
   enum class Own { moved, cache_only, not_used };
   Own release_own(std::optional<std::chrono::milliseconds> until_freeze);
+  std::optional<std::chrono::milliseconds> time_left(std::optional<std::chrono::milliseconds> until_freeze,
+                                                     std::chrono::steady_clock::time_point start);
   bool fits_before_freeze(uint64_t bytes, uint64_t rate, std::optional<std::chrono::milliseconds> until_freeze);
   bool release_full(std::chrono::milliseconds lock_timeout, std::optional<std::chrono::milliseconds> until_freeze);
   bool give_up(const std::string& step, const Status& why);
@@ -87,8 +89,9 @@ class GpuReleaser {
   GpuRelease held_ = GpuRelease::off;
   uint64_t rate_ = kAssumedRate;
   uint64_t own_rate_ = kAssumedRate;
-  bool own_held_ = false;  // the last full release was hydro's own move
-  Status lost_;            // an undo that failed: the device state cannot come back
+  bool own_held_ = false;                   // the last full release was hydro's own move
+  GpuRelease own_cache_ = GpuRelease::off;  // what release_own's freeing of the cache gave
+  Status lost_;                             // an undo that failed: the device state cannot come back
 };
 
 }  // namespace hydro

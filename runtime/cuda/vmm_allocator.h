@@ -4,12 +4,13 @@
 // segment's physical memory and keep its address (cuMemUnmap, cuMemRelease), and a resume map new
 // physical memory at the same address (hydro/device_move.h moves the bytes). The driver is loaded
 // at run time (libcuda.so.1, or the tests' stand-in), so nothing here needs a GPU to load.
-// Built with the CUDA toolkit's headers (a CUDA libtorch's build): runtime/cuda/vmm_allocator.cpp.
+// Built with the CUDA toolkit's headers (a CUDA libtorch's build); not installed yet.
 #pragma once
 
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -49,10 +50,13 @@ class VmmAllocator {
     bool mapped = false;
   };
   explicit VmmAllocator(std::unique_ptr<VmmDriver> driver);
-  Status use_device(int device);  // its primary context current on this thread
+  // Runs `body` with `device`'s primary context current on this thread, then the caller's again.
+  Status on_device(int device, const std::function<Status()>& body);
+  Status find(uint64_t address, Mapping** out);
   Status map_at(uint64_t address, Mapping* m);
   Status unmap_at(uint64_t address, Mapping* m);
   Status copy(const Segment& seg, void* host, bool out);
+  Status remap(const Segment& seg, bool release);
   Status wait_copies();
   Status check(int result, const char* call) const;
 
