@@ -17,6 +17,12 @@ std::string segment_text(const Segment& s) {
   return text;
 }
 
+uint64_t bytes_of(const std::vector<Segment>& segments) {
+  uint64_t total = 0;
+  for (const Segment& s : segments) total += s.bytes;
+  return total;
+}
+
 double seconds_since(std::chrono::steady_clock::time_point start, std::chrono::steady_clock::time_point end) {
   return std::chrono::duration<double>(end - start).count();
 }
@@ -66,17 +72,9 @@ Status PinnedPool::reserve(uint64_t bytes, const HostRoom& room) {
 DeviceMove::DeviceMove(MoveCalls calls, std::function<void(const std::string&)> log)
     : calls_(std::move(calls)), log_(std::move(log)), pool_(calls_.pin, calls_.unpin) {}
 
-uint64_t DeviceMove::moved_bytes() const {
-  uint64_t total = 0;
-  for (const Segment& s : moved_) total += s.bytes;
-  return total;
-}
+uint64_t DeviceMove::moved_bytes() const { return bytes_of(moved_); }
 
-uint64_t DeviceMove::mapped_bytes() const {
-  uint64_t total = 0;
-  for (const Segment& s : calls_.segments()) total += s.bytes;
-  return total;
-}
+uint64_t DeviceMove::mapped_bytes() const { return bytes_of(calls_.segments()); }
 
 Status DeviceMove::prepare(uint64_t bytes) { return pool_.reserve(bytes, calls_.host_available()); }
 

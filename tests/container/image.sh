@@ -19,3 +19,12 @@ image_path() {
   path=$(/usr/bin/sed -n 's/^PATH=//p' "$1/root/etc/environment")
   echo "${path:?the image in $1 sets no PATH}"
 }
+
+# apptainer_binds TOP: the host directories bound at the same path where the program alone is in
+# the image (oci-run, podman-run), as Apptainer binds them: its defaults (/tmp, the working
+# directory) and an admin's --bind (the checkout TOP, MUNGE's socket, the checkpoint directory),
+# in the array `binds`.
+apptainer_binds() {
+  binds=(/tmp /run/munge "$1" "$PWD")
+  [ -z "${HYDRO_CKPT_DIR:-}" ] || binds+=("$HYDRO_CKPT_DIR")
+}
