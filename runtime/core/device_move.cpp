@@ -1,5 +1,6 @@
 #include "hydro/device_move.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <utility>
 
@@ -17,9 +18,11 @@ std::string segment_text(const Segment& s) {
   return text;
 }
 
-uint64_t bytes_of(const std::vector<Segment>& segments) {
+// The bytes of `segments`, or of those that are not idle only.
+uint64_t bytes_of(const std::vector<Segment>& segments, bool data_only = false) {
   uint64_t total = 0;
-  for (const Segment& s : segments) total += s.bytes;
+  for (const Segment& s : segments)
+    if (!data_only || !s.idle) total += s.bytes;
   return total;
 }
 
@@ -72,9 +75,19 @@ Status PinnedPool::reserve(uint64_t bytes, const HostRoom& room) {
 DeviceMove::DeviceMove(MoveCalls calls, std::function<void(const std::string&)> log)
     : calls_(std::move(calls)), log_(std::move(log)), pool_(calls_.pin, calls_.unpin) {}
 
-uint64_t DeviceMove::moved_bytes() const { return bytes_of(moved_); }
+uint64_t DeviceMove::moved_bytes() const { return bytes_of(moved_, true); }
 
 uint64_t DeviceMove::mapped_bytes() const { return bytes_of(calls_.segments()); }
+
+uint64_t DeviceMove::data_bytes() const { return bytes_of(mapped_now(), true); }
+
+std::vector<Segment> DeviceMove::mapped_now() const {
+  std::vector<Segment> out = calls_.segments();
+  if (!calls_.idle) return out;
+  const std::vector<uint64_t> idle = calls_.idle();
+  for (Segment& s : out) s.idle = std::find(idle.begin(), idle.end(), s.address) != idle.end();
+  return out;
+}
 
 Status DeviceMove::prepare(uint64_t bytes) { return pool_.reserve(bytes, calls_.host_available()); }
 
@@ -82,7 +95,7 @@ Status DeviceMove::release() {
   HYDRO_RETURN_IF_ERROR(lost_);
   if (holding()) return Status::invalid_argument("the device memory is on the host already");
   const auto start = calls_.now();
-  moved_ = calls_.segments();
+  moved_ = mapped_now();
   Status s = pool_.reserve(moved_bytes(), calls_.host_available());
   if (s.ok()) s = copy_all_out();
   if (s.ok()) s = release_each();
@@ -90,8 +103,10 @@ Status DeviceMove::release() {
     moved_.clear();
     return s;
   }
+  const uint64_t idle = bytes_of(moved_) - moved_bytes();
   log_("gpu_release=full: " + rate_text(moved_bytes(), seconds_since(start, calls_.now())) + " of device memory in " +
-       std::to_string(moved_.size()) + " segments moved to pinned host memory; their addresses stay reserved");
+       std::to_string(moved_.size()) + " segments moved to pinned host memory (" + mib(idle) +
+       " of them idle, released with no copy); their addresses stay reserved");
   return Status::OK();
 }
 
@@ -101,6 +116,7 @@ Status DeviceMove::copy_all_out() {
   Status failed;
   uint64_t offset = 0;
   for (const Segment& seg : moved_) {
+    if (seg.idle) continue;
     Status s = calls_.copy_out(seg, pool_.data() + offset);
     if (!s.ok()) {
       failed = Status::io("copying " + segment_text(seg) + " to host memory failed: " + s.message());
@@ -132,6 +148,7 @@ Status DeviceMove::refill(size_t count) {
   for (size_t i = 0; i < count && lost_.ok(); ++i) {
     Status s = calls_.map(moved_[i]);
     if (!s.ok()) note_lost("mapping " + segment_text(moved_[i]) + " again", s);
+    if (moved_[i].idle) continue;
     if (s.ok()) s = calls_.copy_in(moved_[i], pool_.data() + offset);
     if (!s.ok()) note_lost("copying " + segment_text(moved_[i]) + " back", s);
     offset += moved_[i].bytes;

@@ -88,10 +88,10 @@ std::optional<std::chrono::milliseconds> GpuReleaser::time_left(std::optional<st
 GpuReleaser::Own GpuReleaser::release_own(std::optional<std::chrono::milliseconds> until_freeze) {
   if (!calls_.own_move || calls_.own_move->mapped_bytes() == 0) return Own::not_used;
   own_cache_ = release_cache();
-  const uint64_t bytes = calls_.own_move->mapped_bytes();
-  if (bytes == 0) return Own::not_used;  // the cache held all of it: the rest is the driver's
+  if (calls_.own_move->mapped_bytes() == 0) return Own::not_used;  // the cache held all of it: the rest is the driver's
   if (!lost_.ok() || calls_.own_move->lost()) return Own::cache_only;
-  if (!fits_before_freeze(bytes, own_rate_, until_freeze)) return Own::cache_only;
+  // Idle segments (the allocator's cache, kept while its pool is in use) are released with no copy.
+  if (!fits_before_freeze(calls_.own_move->data_bytes(), own_rate_, until_freeze)) return Own::cache_only;
   Status s = calls_.suspend_collectives();
   if (!s.ok()) {
     give_up("suspending the NCCL communicators", s);
@@ -107,7 +107,7 @@ GpuReleaser::Own GpuReleaser::release_own(std::optional<std::chrono::millisecond
     return Own::not_used;
   }
   const auto took = std::chrono::duration_cast<std::chrono::microseconds>(calls_.now() - start).count();
-  own_rate_ = rate_of(bytes, took, own_rate_);
+  if (calls_.own_move->moved_bytes() > 0) own_rate_ = rate_of(calls_.own_move->moved_bytes(), took, own_rate_);
   own_held_ = true;
   return Own::moved;
 }

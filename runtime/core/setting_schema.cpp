@@ -58,6 +58,11 @@ const std::vector<SettingRow>& settings_schema() {
        "async mode: save = rt.save() returns once the state is copied; behind = the copies run behind the next "
        "forward and backward, and the next optimizer step waits for them (Python, with an optimizer tracked: "
        "change tracked tensors only by an optimizer's step)"},
+      {"HYDRO_GPU_ALLOCATOR", nullptr, nullptr, "torch|hydro", K::choice, 0, 0, "torch|hydro", "torch",
+       "with HYDRO_GPU_RELEASE=full: hydro = the Runtime routes libtorch's CUDA allocations on the current device, "
+       "from every thread, to segments hydro maps itself, which a pause moves to pinned host memory at the link's "
+       "speed (create the Runtime before the model goes to the GPU); torch = libtorch's own, moved by the driver's "
+       "process checkpoint. Not yet run on a GPU (issue 57)"},
   };
   return rows;
 }

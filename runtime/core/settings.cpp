@@ -87,6 +87,8 @@ Status Settings::from_env(Settings* out, const Getenv& getenv) {
   HYDRO_RETURN_IF_ERROR(refuse_replaced(getenv));
   HYDRO_RETURN_IF_ERROR(checked(getenv, env_name(Setting::gpu_release), &v));
   if (!v.empty()) gpu_release_from_name(v, &s.gpu_release);
+  HYDRO_RETURN_IF_ERROR(checked(getenv, env_name(Setting::gpu_allocator), &v));
+  s.hydro_allocator = v == "hydro";
   HYDRO_RETURN_IF_ERROR(read_on_off(getenv, env_name(Setting::direct_io), &s.direct_io));
   HYDRO_RETURN_IF_ERROR(checked(getenv, env_name(Setting::suspend_checkpoint), &v));
   if (!v.empty()) s.suspend_checkpoint = v == "auto";

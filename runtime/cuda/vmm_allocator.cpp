@@ -264,27 +264,21 @@ MoveCalls VmmAllocator::move_calls() {
   return c;
 }
 
-}  // namespace hydro
-
-namespace {
-
-// The process's allocator, the driver loaded at the first call (HYDRO_LIBCUDA: another library,
-// the tests' stand-in); null, logged once, where it cannot load.
-hydro::VmmAllocator* process_allocator() {
-  static std::unique_ptr<hydro::VmmAllocator> allocator;
+VmmAllocator* VmmAllocator::process() {
+  static std::unique_ptr<VmmAllocator>* allocator = new std::unique_ptr<VmmAllocator>;  // a late free may use it
   static std::once_flag once;
   std::call_once(once, [] {
     const char* libcuda = std::getenv("HYDRO_LIBCUDA");
-    hydro::Status s = hydro::VmmAllocator::open(libcuda ? libcuda : "", &allocator);
-    if (!s.ok()) hydro::log("hydro's device allocator cannot start: " + s.message());
+    Status s = open(libcuda ? libcuda : "", allocator);
+    if (!s.ok()) log("hydro's device allocator cannot start: " + s.message());
   });
-  return allocator.get();
+  return allocator->get();
 }
 
-}  // namespace
+}  // namespace hydro
 
 extern "C" void* hydro_vmm_malloc(ssize_t size, int device, void*) {
-  hydro::VmmAllocator* a = process_allocator();
+  hydro::VmmAllocator* a = hydro::VmmAllocator::process();
   void* out = nullptr;
   if (!a || size <= 0) return nullptr;  // torch asks no memory for an empty tensor
   hydro::Status s = a->allocate(static_cast<uint64_t>(size), device, &out);
@@ -296,7 +290,7 @@ extern "C" void* hydro_vmm_malloc(ssize_t size, int device, void*) {
 
 // The memory may still be in use by work queued on `stream`: that work ends before it is unmapped.
 extern "C" void hydro_vmm_free(void* address, ssize_t, int, void* stream) {
-  hydro::VmmAllocator* a = process_allocator();
+  hydro::VmmAllocator* a = hydro::VmmAllocator::process();
   if (!a || !address) return;
   hydro::Status s = a->deallocate(address, stream);
   if (!s.ok())

@@ -27,6 +27,10 @@ class VmmAllocator {
  public:
   // Loads the driver from `libcuda` ("" for libcuda.so.1) and initializes it.
   static Status open(const std::string& libcuda, std::unique_ptr<VmmAllocator>* out);
+  // The process's allocator, which hydro_vmm_malloc and hydro_vmm_free use: the driver loaded at the
+  // first call (HYDRO_LIBCUDA: another library, the tests' stand-in); null, logged once, where it
+  // cannot load. Never destroyed.
+  static VmmAllocator* process();
   ~VmmAllocator();
   VmmAllocator(const VmmAllocator&) = delete;
   VmmAllocator& operator=(const VmmAllocator&) = delete;

@@ -9,4 +9,8 @@ void release_cuda_cache() {}
 
 unsigned long long cuda_reserved_bytes(int) { return 0; }
 
+Status route_cuda_allocations(MoveCalls*, int*) {
+  return Status::not_found("hydro was built against a libtorch without CUDA");
+}
+
 }  // namespace hydro

@@ -84,7 +84,7 @@ class OperatorPause {
     gpu_release_ = settings.pause ? settings.gpu_release : GpuRelease::off;
     suspend_grace_ = std::chrono::seconds(settings.suspend_grace_s);
     suspend_grace_text_ = suspend_grace_text(settings.suspend_grace_s);
-    if (!pause_only) gpu_release_start(gpu_release_, cuda_);
+    if (!pause_only) gpu_release_start(gpu_release_, cuda_, settings.pause && settings.hydro_allocator);
     bool replace = false;
     {
       std::lock_guard<std::mutex> lock(mutex_);

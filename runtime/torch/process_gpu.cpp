@@ -12,11 +12,13 @@
 
 #include "cuda_memory.h"
 #include "hydro/cuda_checkpoint.h"
+#include "hydro/device_move.h"
 #include "hydro/exit_codes.h"
 #include "hydro/host_memory.h"
 #include "hydro/log.h"
 #include "hydro/pause_gate.h"
 #include "hydro/runtime.h"
+#include "hydro/setting_schema.h"
 
 namespace hydro {
 namespace {
@@ -71,10 +73,24 @@ class ProcessGpu {
     return *p;
   }
 
-  void start(GpuRelease asked, bool cuda) {
+  void start(GpuRelease asked, bool cuda, bool hydro_allocator) {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (asked == GpuRelease::full && cuda && hydro_allocator && !own_) route_to_own();
     mode_ = effective(asked, cuda);
     releaser_ = std::make_unique<GpuReleaser>(mode_, calls(), [](const std::string& line) { log(line); });
+  }
+
+  // The pinned pool grown before a pause needs it; a failure is logged once (the pause pins then).
+  void prepare() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!own_ || handled_ || mode_ != GpuRelease::full) return;
+    const uint64_t bytes = own_->mapped_bytes();
+    if (bytes <= own_->pool().capacity()) return;
+    Status s = own_->prepare(bytes);
+    if (s.ok() || prepare_failed_) return;
+    prepare_failed_ = true;
+    log("warning: HYDRO_GPU_ALLOCATOR=hydro: pinning host memory for a pause failed (" + s.message() +
+        "): a pause pins it then");
   }
 
   GpuRelease mode() {
@@ -114,6 +130,22 @@ class ProcessGpu {
   }
 
  private:
+  // HYDRO_GPU_ALLOCATOR=hydro: libtorch's allocations on the current device from now on are
+  // hydro's segments, which its own move takes; or libtorch's own allocator stays, said why.
+  void route_to_own() {
+    const std::string setting = std::string(env_name(Setting::gpu_allocator)) + "=hydro";
+    MoveCalls move;
+    int device = 0;
+    Status s = route_cuda_allocations(&move, &device);
+    if (!s.ok()) {
+      log("warning: " + setting + " has no effect: " + s.message() + "; libtorch's own allocator stays");
+      return;
+    }
+    own_ = std::make_unique<DeviceMove>(std::move(move), [](const std::string& line) { log(line); });
+    log(setting + ": libtorch's allocations on CUDA device " + std::to_string(device) +
+        " go to hydro's allocator, which a pause moves to host memory itself");
+  }
+
   GpuRelease effective(GpuRelease asked, bool cuda) {
     const std::string setting = std::string("HYDRO_GPU_RELEASE=") + gpu_release_name(asked);
     if (asked == GpuRelease::off) return asked;
@@ -130,6 +162,10 @@ class ProcessGpu {
                                     "libexec/hydro (hydro was built without the CUDA toolkit)")
                               : CudaCheckpointHelper::start(helper, 0, "", &helper_);
     if (s.ok()) return asked;
+    if (own_) {
+      log("warning: " + setting + " moves hydro's allocator's memory only: " + s.message());
+      return asked;
+    }
     log("warning: " + setting + " releases the cache only: " + s.message());
     return GpuRelease::cache;
   }
@@ -148,10 +184,13 @@ class ProcessGpu {
     };
     c.suspend_collectives = [this] { return suspend_groups(); };
     c.resume_collectives = [this] { return resume_groups(); };
-    c.lock = [this](milliseconds timeout) { return helper_->lock(timeout); };
-    c.checkpoint = [this] { return helper_->checkpoint(); };
-    c.restore = [this] { return helper_->restore(); };
-    c.unlock = [this] { return helper_->unlock(); };
+    // Without the helper (hydro's own move alone), the driver's checkpoint cannot follow a failed move.
+    const Status no_helper = Status::not_found("no hydro-cuda-checkpoint");
+    c.lock = [this, no_helper](milliseconds timeout) { return helper_ ? helper_->lock(timeout) : no_helper; };
+    c.checkpoint = [this, no_helper] { return helper_ ? helper_->checkpoint() : no_helper; };
+    c.restore = [this, no_helper] { return helper_ ? helper_->restore() : no_helper; };
+    c.unlock = [this, no_helper] { return helper_ ? helper_->unlock() : no_helper; };
+    c.own_move = own_.get();
     return c;
   }
 
@@ -194,6 +233,8 @@ class ProcessGpu {
   GpuRelease mode_ = GpuRelease::off;
   std::unique_ptr<GpuReleaser> releaser_;
   std::unique_ptr<CudaCheckpointHelper> helper_;
+  std::unique_ptr<DeviceMove> own_;  // HYDRO_GPU_ALLOCATOR=hydro: its segments' move
+  bool prepare_failed_ = false;
   bool handled_ = false;             // this pause's release is done (or was not needed)
   std::vector<int> devices_;         // the devices this process uses, at the pause
   std::vector<std::string> groups_;  // the script's process groups, by name
@@ -204,7 +245,10 @@ class ProcessGpu {
 
 }  // namespace
 
-void gpu_release_start(GpuRelease asked, bool cuda) { ProcessGpu::instance().start(asked, cuda); }
+void gpu_release_start(GpuRelease asked, bool cuda, bool hydro_allocator) {
+  ProcessGpu::instance().start(asked, cuda, hydro_allocator);
+}
+void gpu_prepare_at_step_end() { ProcessGpu::instance().prepare(); }
 GpuRelease gpu_release_mode() { return ProcessGpu::instance().mode(); }
 
 std::string gpu_release_at_pause(const std::vector<int>& devices, std::optional<milliseconds> until_freeze) {

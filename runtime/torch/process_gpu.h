@@ -16,9 +16,15 @@ namespace hydro {
 
 // At the Runtime's start (or a pause-only start's first pause): what `asked` can be here, logged
 // when it is less (no CUDA device, a libtorch without CUDA, no helper), and for `full` the helper
-// started, so that its driver load is not paid inside a suspend's 2 s.
-void gpu_release_start(GpuRelease asked, bool cuda);
+// started, so that its driver load is not paid inside a suspend's 2 s. `hydro_allocator`
+// (HYDRO_GPU_ALLOCATOR=hydro, the Runtime's start only): `full` routes libtorch's allocations to
+// hydro's allocator first (cuda_memory.h), whose segments a pause moves itself (hydro/device_move.h).
+void gpu_release_start(GpuRelease asked, bool cuda, bool hydro_allocator = false);
 GpuRelease gpu_release_mode();
+
+// At each step's end: the pinned host memory of hydro's move grown to the device memory its
+// allocator holds, so that a pause pins nothing inside Slurm's grace time. Nothing without it.
+void gpu_prepare_at_step_end();
 
 // At a pause, once, after the drain of `devices`: releases what the mode asks. `until_freeze` is
 // the time left before Slurm freezes the process (a pause by SIGTSTP), none otherwise. Returns the

@@ -66,6 +66,7 @@ struct Runtime::StepEndPlan {
 
 bool Runtime::step_end(int64_t step) {
   time_last_step();
+  gpu_prepare_at_step_end();
   // A step ended: progress for the hang watch, now and once its checkpoint is done.
   struct StampOnReturn {
     std::chrono::steady_clock::time_point* t;

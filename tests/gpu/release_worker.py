@@ -21,11 +21,14 @@ a = p.parse_args()
 DEV = torch.device("cuda", 0)
 WIDTH = 8192                                       # a layer's weights: 256 MiB in fp32
 layers = max(1, int(a.gb * (1 << 30) / 4 / (WIDTH * WIDTH * 4)))  # weights, grads and Adam's two
-torch.manual_seed(0)
-model = torch.nn.Sequential(*[torch.nn.Linear(WIDTH, WIDTH, bias=False, device=DEV) for _ in range(layers)])
-opt = torch.optim.Adam(model.parameters(), lr=1e-4)
-x = torch.randn(256, WIDTH, device=DEV)
+torch.cuda.set_device(DEV)
+# The Runtime first, then the model: with HYDRO_GPU_ALLOCATOR=hydro, what is allocated after its
+# start is hydro's allocator's (docs/users-guide.md, "Giving the GPU back while paused").
 with hydro.Runtime():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[torch.nn.Linear(WIDTH, WIDTH, bias=False, device=DEV) for _ in range(layers)])
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+    x = torch.randn(256, WIDTH, device=DEV)
     for step in range(a.steps):
         if step == a.pause_at:
             torch.cuda.synchronize()

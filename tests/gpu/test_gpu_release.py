@@ -20,6 +20,10 @@ WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "release_worke
 MOVED = re.compile(r"gpu_release=full: (\d+) MiB of device state moved to host memory in ([0-9.]+) s")
 JOBS = itertools.count(1)
 BACK = re.compile(r"the device state is back on the GPU in ([0-9.]+) s")
+# HYDRO_GPU_ALLOCATOR=hydro's own move (issue 57), and its way back.
+OWN_OUT = re.compile(r"gpu_release=full: (\d+) MiB in ([0-9.]+) s \(([0-9.]+) GiB/s\) of device memory in (\d+) "
+                     r"segments moved to pinned host memory \((\d+) MiB of them idle")
+OWN_BACK = re.compile(r"gpu_release=full: (\d+) MiB in ([0-9.]+) s \(([0-9.]+) GiB/s\) of device memory back on the GPU")
 
 
 PREEMPTOR = """
@@ -165,3 +169,52 @@ def test_a_failed_checkpoint_falls_back_to_the_cache_and_the_job_finishes():
     assert "failed moving the device state to host memory" in job.text(), job.text()
     job.p.send_signal(signal.SIGUSR2)
     assert job.digest() == uninterrupted(2)
+
+
+def link_rate(gb):
+    """A pinned cudaMemcpy's GiB/s out and back, for `gb` GB, in this process: the link's speed."""
+    n = int(gb * (1 << 30))
+    dev = torch.empty(n, dtype=torch.uint8, device="cuda:0")
+    host = torch.empty(n, dtype=torch.uint8, pin_memory=True)
+    rates = []
+    for src, dst in ((dev, host), (host, dev)):
+        torch.cuda.synchronize()
+        start = time.monotonic()
+        dst.copy_(src, non_blocking=True)
+        torch.cuda.synchronize()
+        rates.append(gb * 1e9 / (1 << 30) / (time.monotonic() - start))
+    del dev, host
+    torch.cuda.empty_cache()
+    return rates
+
+
+@pytest.mark.parametrize("gb", [1, 10, 40])
+def test_hydros_allocator_moves_at_the_links_speed_and_the_job_ends_bit_for_bit(gb):
+    # HYDRO_GPU_ALLOCATOR=hydro: the job's memory is hydro's segments, moved by plain copies to a
+    # pool pinned at the steps' ends; the device gives the memory back, a preemptor takes 90% of it,
+    # and the resumed job ends as an uninterrupted one (with libtorch's own allocator).
+    if gb > 0.5 * device_gb():
+        pytest.fail(f"{gb} GB does not fit this {device_gb():.0f} GB device with room for the run")
+    out_link, back_link = link_rate(min(gb, 4))
+    job = Job(gb, pause_at=3, extra={"HYDRO_GPU_ALLOCATOR": "hydro"})
+    job.wait("pausing at step", timeout=300)
+    used_running = device_used()
+    job.wait("paused at operator", timeout=900)
+    out = OWN_OUT.search(job.text())
+    assert out, job.text() + host_facts()
+    assert "go to hydro's allocator" in job.text(), job.text()
+    used_paused = device_used()
+    pre = subprocess.run([sys.executable, "-c", PREEMPTOR], capture_output=True, text=True)
+    assert pre.returncode == 0, pre.stderr
+    job.p.send_signal(signal.SIGUSR2)
+    resumed = job.digest()
+    back = OWN_BACK.search(job.text())
+    assert back, job.text()
+    print(f"\nFIGURE own_move gb={gb} copied_mib={out.group(1)} idle_mib={out.group(5)} segments={out.group(4)} "
+          f"out_s={out.group(2)} out_gibs={out.group(3)} back_s={back.group(2)} back_gibs={back.group(3)} "
+          f"link_out_gibs={out_link:.1f} link_back_gibs={back_link:.1f} "
+          f"out_ratio={float(out.group(3)) / out_link:.2f} back_ratio={float(back.group(3)) / back_link:.2f} "
+          f"device_used_running={used_running} device_used_paused={used_paused}")
+    assert used_running - used_paused >= 0.99 * (int(out.group(1)) + int(out.group(5))) - 600, \
+        "the device did not get the memory back"
+    assert resumed == uninterrupted(gb), "the resumed job's weights differ from an uninterrupted run's"

@@ -117,6 +117,26 @@ TEST(DeviceMove, EveryByteGoesToPinnedHostMemoryAndComesBackAtTheSameAddress) {
   EXPECT_NE(d.logs.back().find("6 MiB"), std::string::npos) << d.logs.back();
 }
 
+TEST(DeviceMove, AnIdleSegmentIsReleasedWithNoCopyAndMappedBackEmpty) {
+  std::map<uint64_t, std::vector<char>> before;
+  FakeDevice d = three_segments(&before);
+  MoveCalls calls = d.move_calls();
+  calls.idle = [] { return std::vector<uint64_t>{0x7f0000200000}; };  // the 2 MiB one holds no tensor
+  DeviceMove m(calls, [&d](const std::string& line) { d.logs.push_back(line); });
+  EXPECT_EQ(m.data_bytes(), 4 * kMiB);
+  ASSERT_TRUE(m.release().ok());
+  EXPECT_TRUE(d.mapped.empty());
+  EXPECT_EQ(m.moved_bytes(), 4 * kMiB);
+  EXPECT_EQ(m.pool().capacity(), 4 * kMiB + kMiB / 2) << "pinned for the copied bytes only, an eighth more";
+  EXPECT_EQ(d.calls, (Calls{"pin", "copy_out", "copy_out", "wait_copies", "unmap", "unmap", "unmap"}));
+  d.calls.clear();
+  ASSERT_TRUE(m.restore().ok());
+  EXPECT_EQ(d.calls, (Calls{"map", "copy_in", "map", "map", "copy_in", "wait_copies"}));
+  EXPECT_EQ(d.mapped.at(0x7f0000000000), before.at(0x7f0000000000));
+  EXPECT_EQ(d.mapped.at(0x7f0000600000), before.at(0x7f0000600000)) << "the pool's offsets skip the idle one";
+  EXPECT_EQ(d.mapped.at(0x7f0000200000).size(), 2 * kMiB) << "mapped again, its old bytes not kept";
+}
+
 TEST(DeviceMove, ThePoolIsPinnedOnceBeforeAnyPauseAndReusedByEveryOne) {
   std::map<uint64_t, std::vector<char>> before;
   FakeDevice d = three_segments(&before);

@@ -66,8 +66,10 @@ struct FakeSegments {
       return Status::OK();
     };
     c.now = [this] { return gpu->clock; };
+    c.idle = [this] { return idle; };
     return c;
   }
+  std::vector<uint64_t> idle;  // segments holding no tensor, by address
 };
 
 FakeSegments on(FakeGpu* gpu) {
@@ -142,6 +144,23 @@ TEST(GpuReleaseOwn, ItsMeasuredRateDecidesTheNextFreeze) {
   EXPECT_EQ(r.release(milliseconds(5000), milliseconds(2000)), GpuRelease::full) << "0.2 s of the 1.5 s";
   EXPECT_EQ(o.gpu.calls, (Calls{"release_cache", "suspend_collectives", "copy_out", "unmap"}));
   ASSERT_TRUE(r.restore().ok());
+}
+
+TEST(GpuReleaseOwn, IdleSegmentsAreReleasedWithNoCopyAndDoNotCountAgainstTheFreeze) {
+  OwnMove o;
+  o.segments.count = 4;
+  o.segments.bytes = kGiB;
+  o.segments.idle = {0x7f0000000000 + kGiB, 0x7f0000000000 + 2 * kGiB, 0x7f0000000000 + 3 * kGiB};
+  GpuReleaser r = o.releaser();  // 1 GiB to copy at the assumed 1 GiB/s: 1 s of the 1.5 s; 4 GiB would not fit
+  EXPECT_EQ(r.release(milliseconds(5000), milliseconds(2000)), GpuRelease::full);
+  EXPECT_EQ(o.gpu.calls,
+            (Calls{"release_cache", "suspend_collectives", "copy_out", "unmap", "unmap", "unmap", "unmap"}))
+      << "only the segment that holds tensors is copied; every segment's memory is released";
+  EXPECT_EQ(o.segments.released.size(), 4u);
+  o.gpu.calls.clear();
+  ASSERT_TRUE(r.restore().ok());
+  EXPECT_EQ(o.gpu.calls, (Calls{"map", "copy_in", "map", "map", "map", "resume_collectives"}));
+  EXPECT_TRUE(o.gpu.logged("3072 MiB of them idle")) << o.gpu.logs.back();
 }
 
 TEST(GpuReleaseOwn, AMoveWhoseUndoFailsIsNotFollowedByTheDriversCheckpoint) {

@@ -39,6 +39,7 @@ TEST(SettingsSchema, EachSettingIsTheRowOfItsVariable) {
       {Setting::checkpoint_failure_grace, "HYDRO_CKPT_FAILURE_GRACE"},
       {Setting::resume_from, "HYDRO_RESUME_FROM"},
       {Setting::async_copy, "HYDRO_ASYNC_COPY"},
+      {Setting::gpu_allocator, "HYDRO_GPU_ALLOCATOR"},
   };
   ASSERT_EQ(names.size(), settings_schema().size()) << "a row without a Setting, or a Setting without a row";
   for (const auto& [setting, name] : names) {

@@ -22,6 +22,7 @@ TEST(Settings, DefaultsWithAnEmptyEnvironment) {
   EXPECT_EQ(s.checkpoint_every, 0);
   EXPECT_EQ(s.keep_last, 3);
   EXPECT_EQ(s.gpu_release, GpuRelease::off);
+  EXPECT_FALSE(s.hydro_allocator);
 }
 
 TEST(Settings, ReadsEveryVariable) {
@@ -32,6 +33,7 @@ TEST(Settings, ReadsEveryVariable) {
                      {"HYDRO_CKPT_EVERY", "50"},
                      {"HYDRO_KEEP_LAST", "0"},
                      {"HYDRO_GPU_RELEASE", "full"},
+                     {"HYDRO_GPU_ALLOCATOR", "hydro"},
                      {"HYDRO_CKPT_DIRECT_IO", "off"}},
                     &s)
                   .ok());
@@ -41,6 +43,7 @@ TEST(Settings, ReadsEveryVariable) {
   EXPECT_EQ(s.checkpoint_every, 50);
   EXPECT_EQ(s.keep_last, 0);
   EXPECT_EQ(s.gpu_release, GpuRelease::full);
+  EXPECT_TRUE(s.hydro_allocator);
   EXPECT_FALSE(s.direct_io);
 }
 
@@ -53,6 +56,7 @@ TEST(Settings, BadValuesNameTheVariable) {
             "HYDRO_CKPT_EVERY=-1 is out of range [0, 9223372036854775807]");
   EXPECT_EQ(parse({{"HYDRO_KEEP_LAST", "5x"}}, &s).message(), "HYDRO_KEEP_LAST='5x' is not a whole number");
   EXPECT_EQ(parse({{"HYDRO_GPU_RELEASE", "on"}}, &s).message(), "HYDRO_GPU_RELEASE='on' is not off, cache or full");
+  EXPECT_EQ(parse({{"HYDRO_GPU_ALLOCATOR", "vmm"}}, &s).message(), "HYDRO_GPU_ALLOCATOR='vmm' is not torch or hydro");
   EXPECT_EQ(parse({{"HYDRO_CKPT_DIRECT_IO", "fast"}}, &s).message(), "HYDRO_CKPT_DIRECT_IO: 'fast' is not on or off");
   EXPECT_EQ(parse({{"HYDRO_SUSPEND_CHECKPOINT", "on"}}, &s).message(),
             "HYDRO_SUSPEND_CHECKPOINT='on' is not auto or off");

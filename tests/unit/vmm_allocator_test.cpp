@@ -9,9 +9,12 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <vector>
+
+#include "hydro/gpu_release.h"
 
 namespace hydro {
 namespace {
@@ -158,6 +161,45 @@ TEST(VmmEntryPoints, TorchsPluggableAllocatorCallsAllocateAndFree) {
   hydro_vmm_free(p, 3 * kMiB, 0, nullptr);
   EXPECT_EQ(physical_bytes(), before);
   EXPECT_EQ(hydro_vmm_malloc(-1, 0, nullptr), nullptr);
+}
+
+// What the Runtime does with HYDRO_GPU_ALLOCATOR=hydro (process_gpu.cpp), without libtorch: the
+// process's allocator behind gpu_release=full with no driver checkpoint, its pinned pool grown at
+// a step's end, then a pause (Slurm's, 2 s before the freeze) that pins nothing more and frees
+// every byte of physical memory, the idle segment's with no copy, and a resume that brings the
+// tensors' bytes back at their pointers.
+TEST(VmmUnderTheRelease, APauseAfterAStepEndPinsNothingAndFreesEveryByte) {
+  ::setenv("HYDRO_LIBCUDA", HYDRO_FAKE_LIBCUDA, 1);
+  VmmAllocator* a = VmmAllocator::process();
+  ASSERT_NE(a, nullptr);
+  const unsigned long long before = physical_bytes();
+  char* tensor = static_cast<char*>(hydro_vmm_malloc(4 * kMiB, 0, nullptr));
+  void* cached = hydro_vmm_malloc(2 * kMiB, 0, nullptr);
+  ASSERT_TRUE(tensor && cached);
+  std::memset(tensor, 'T', 4 * kMiB);
+  MoveCalls calls = a->move_calls();
+  calls.idle = [cached] { return std::vector<uint64_t>{reinterpret_cast<uint64_t>(cached)}; };
+  std::vector<std::string> logs;
+  DeviceMove move(calls, [&logs](const std::string& l) { logs.push_back(l); });
+  ASSERT_TRUE(move.prepare(move.mapped_bytes()).ok()) << "the step end's";
+  DeviceCalls device;
+  device.device_bytes = [&] { return move.mapped_bytes(); };
+  device.host_available = [] { return host_memory_available(); };
+  device.release_cache = device.suspend_collectives = device.resume_collectives = [] { return Status::OK(); };
+  device.lock = [](std::chrono::milliseconds) { return Status::not_found("no hydro-cuda-checkpoint"); };
+  device.checkpoint = device.restore = device.unlock = [] { return Status::not_found("no hydro-cuda-checkpoint"); };
+  device.own_move = &move;
+  GpuReleaser release(GpuRelease::full, device, [&logs](const std::string& l) { logs.push_back(l); });
+  ASSERT_EQ(release.release(std::chrono::milliseconds(5000), std::chrono::milliseconds(2000)), GpuRelease::full);
+  EXPECT_EQ(physical_bytes(), before) << "no device memory held while paused";
+  EXPECT_EQ(move.pool().pins(), 1) << "pinned at the step end only";
+  EXPECT_EQ(move.moved_bytes(), 4 * kMiB) << "the idle segment is not copied";
+  ASSERT_TRUE(release.restore().ok());
+  EXPECT_EQ(physical_bytes() - before, 6 * kMiB);
+  for (uint64_t b = 0; b < 4 * kMiB; ++b) ASSERT_EQ(tensor[b], 'T') << "byte " << b;
+  hydro_vmm_free(tensor, 4 * kMiB, 0, nullptr);
+  hydro_vmm_free(cached, 2 * kMiB, 0, nullptr);
+  EXPECT_EQ(physical_bytes(), before);
 }
 
 }  // namespace

@@ -20,13 +20,16 @@
 namespace hydro {
 
 // A mapped range of device memory: its address stays reserved while its bytes are on the host.
+// An idle one holds no tensor (its allocator's cache): released with no copy, mapped back empty.
 struct Segment {
   uint64_t address = 0;
   uint64_t bytes = 0;
+  bool idle = false;
 };
 
 struct MoveCalls {
   std::function<std::vector<Segment>()> segments;                   // every segment mapped now
+  std::function<std::vector<uint64_t>()> idle;                      // optional: the idle ones' addresses
   std::function<HostRoom()> host_available;                         // host memory free, beyond the pool's
   std::function<Status(uint64_t bytes, void** host)> pin;           // page-locked host memory
   std::function<void(void* host, uint64_t bytes)> unpin;            // ... given back
@@ -82,13 +85,15 @@ class DeviceMove {
   bool holding() const { return !moved_.empty(); }
   bool lost() const { return !lost_.ok(); }  // an undo or a restore failed: restore() says why
   uint64_t mapped_bytes() const;             // the bytes of every segment mapped now
-  uint64_t moved_bytes() const;
+  uint64_t data_bytes() const;               // ... of those that are not idle: what a release copies
+  uint64_t moved_bytes() const;              // what the last release copied
   const PinnedPool& pool() const { return pool_; }
 
  private:
   Status copy_all_out();
   Status release_each();
   Status refill(size_t count);
+  std::vector<Segment> mapped_now() const;  // the segments, the idle ones marked
   void note_lost(const std::string& step, const Status& why);
 
   MoveCalls calls_;

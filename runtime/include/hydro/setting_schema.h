@@ -54,6 +54,7 @@ enum class Setting {
   checkpoint_failure_grace,
   resume_from,
   async_copy,
+  gpu_allocator,
 };
 
 const std::vector<SettingRow>& settings_schema();

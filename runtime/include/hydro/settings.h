@@ -35,6 +35,7 @@ struct Settings {
   int64_t checkpoint_every = 0;              // HYDRO_CKPT_EVERY: steps between periodic checkpoints; 0 = none
   int keep_last = 3;                         // HYDRO_KEEP_LAST: committed checkpoints kept; 0 = all
   GpuRelease gpu_release = GpuRelease::off;  // HYDRO_GPU_RELEASE=off|cache|full: what a pause gives back
+  bool hydro_allocator = false;              // HYDRO_GPU_ALLOCATOR=torch|hydro: full's memory in hydro's segments
   bool direct_io = true;                     // HYDRO_CKPT_DIRECT_IO=on|off: big checkpoint files bypass the page cache
   // HYDRO_SUSPEND_CHECKPOINT=auto|off: on SIGTSTP (scontrol suspend), when the rest of the step and
   // a checkpoint fit well inside the suspend grace time before SIGSTOP (measured: last step + last
