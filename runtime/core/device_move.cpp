@@ -57,8 +57,8 @@ Status PinnedPool::reserve(uint64_t bytes, const HostRoom& room) {
   uint64_t want = bytes + bytes / 8;
   if (!fits_in_host(want, free)) want = bytes;
   if (!fits_in_host(want, free)) {
-    return Status::io("pinning " + mib(bytes) + " of host memory for the device's does not fit: " + mib(free) +
-                      " available, bound by " + room.bound_by);
+    return Status::io("pinning " + mib(bytes) + " of host memory does not fit: " + mib(free) + " available, bound by " +
+                      room.bound_by);
   }
   if (data_) unpin_(data_, capacity_);
   data_ = nullptr;
@@ -108,6 +108,17 @@ Status DeviceMove::release() {
        std::to_string(moved_.size()) + " segments moved to pinned host memory (" + mib(idle) +
        " of them idle, released with no copy); their addresses stay reserved");
   return Status::OK();
+}
+
+Status DeviceMove::release_idle() {
+  HYDRO_RETURN_IF_ERROR(lost_);
+  if (holding()) return Status::invalid_argument("the device memory is on the host already");
+  for (const Segment& s : mapped_now())
+    if (s.idle) moved_.push_back(s);
+  Status s = release_each();
+  if (!s.ok()) moved_.clear();
+  if (s.ok() && holding()) log_("gpu_release: " + mib(bytes_of(moved_)) + " of idle device memory released");
+  return s;
 }
 
 // Queues every segment's copy, then waits for them all, even after a copy that could not be

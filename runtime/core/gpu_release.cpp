@@ -66,7 +66,7 @@ GpuRelease GpuReleaser::release(std::chrono::milliseconds lock_timeout,
       case Own::cache_only: return held_ = own_cache_;
       case Own::not_used: break;
     }
-    if (release_full(lock_timeout, time_left(until_freeze, start))) return held_ = GpuRelease::full;
+    if (calls_.lock && release_full(lock_timeout, time_left(until_freeze, start))) return held_ = GpuRelease::full;
   }
   if (mode_ != GpuRelease::off) held_ = release_cache();
   return held_;
@@ -80,28 +80,33 @@ std::optional<std::chrono::milliseconds> GpuReleaser::time_left(std::optional<st
   return std::max(std::chrono::milliseconds(0), *until_freeze - spent);
 }
 
-// hydro's own move, where its allocator holds memory: the allocator's cache freed first (its free
-// blocks are not moved), then plain copies at the link's rate, with no lock. cache_only (the cache
-// freed, own_cache_ says how it went): too slow for the freeze, where the driver's checkpoint is
-// slower still; NCCL that would not suspend; or device memory lost by a failed undo, which the
-// restore reports.
+// hydro's own move, where its allocator holds memory: the allocator's cache freed first, then plain
+// copies at the link's rate of the segments that hold tensors, with no lock (the idle ones released
+// with no copy). cache_only (the cache and the idle segments freed, own_cache_ says how it went):
+// too slow for the freeze, where the driver's checkpoint is slower still; NCCL that would not
+// suspend; or device memory lost by a failed undo, which the restore reports.
 GpuReleaser::Own GpuReleaser::release_own(std::optional<std::chrono::milliseconds> until_freeze) {
   if (!calls_.own_move || calls_.own_move->mapped_bytes() == 0) return Own::not_used;
   own_cache_ = release_cache();
   if (calls_.own_move->mapped_bytes() == 0) return Own::not_used;  // the cache held all of it: the rest is the driver's
   if (!lost_.ok() || calls_.own_move->lost()) return Own::cache_only;
   // Idle segments (the allocator's cache, kept while its pool is in use) are released with no copy.
-  if (!fits_before_freeze(calls_.own_move->data_bytes(), own_rate_, until_freeze)) return Own::cache_only;
+  if (!fits_before_freeze(calls_.own_move->data_bytes(), own_rate_, until_freeze)) return cache_and_idle();
   Status s = calls_.suspend_collectives();
   if (!s.ok()) {
     give_up("suspending the NCCL communicators", s);
-    return Own::cache_only;
+    return cache_and_idle();
   }
   const auto start = calls_.now();
   s = calls_.own_move->release();
   if (!s.ok()) {
     undo("resuming the NCCL communicators", calls_.resume_collectives);
     if (!lost_.ok() || calls_.own_move->lost()) return Own::cache_only;
+    if (!calls_.lock) {
+      log_("gpu_release=full: hydro's move of its allocator's memory failed (" + s.message() +
+           "): releasing the cache only");
+      return cache_and_idle();
+    }
     log_("gpu_release=full: hydro's move of its allocator's memory failed (" + s.message() +
          "): the driver's process checkpoint instead");
     return Own::not_used;
@@ -168,6 +173,15 @@ void GpuReleaser::undo(const char* step, const std::function<Status()>& call) {
   lost_ = Status::io(std::string("gpu_release=full: ") + step + " after a failed release failed (" + s.message() +
                      "): the device state cannot come back");
   log_(lost_.message());
+}
+
+// The cache alone: a pool that hydro's allocator feeds keeps its free blocks while it is in use
+// (libtorch's emptyCache frees none there), so its idle segments are released too.
+GpuReleaser::Own GpuReleaser::cache_and_idle() {
+  Status s = calls_.own_move->release_idle();
+  if (!s.ok()) log_("gpu_release: releasing the idle segments of hydro's allocator failed (" + s.message() + ")");
+  if (s.ok() && calls_.own_move->holding()) own_cache_ = GpuRelease::cache;
+  return Own::cache_only;
 }
 
 GpuRelease GpuReleaser::release_cache() {

@@ -111,15 +111,19 @@ Status VmmAllocator::check(int result, const char* call) const {
 }
 
 Status VmmAllocator::on_device(int device, const std::function<Status()>& body) {
-  auto it = d_->contexts.find(device);
-  if (it == d_->contexts.end()) {
-    CUdevice dev = 0;
-    CUcontext ctx = nullptr;
-    HYDRO_RETURN_IF_ERROR(check(d_->device_get(&dev, device), "cuDeviceGet"));
-    HYDRO_RETURN_IF_ERROR(check(d_->primary_ctx(&ctx, dev), "cuDevicePrimaryCtxRetain"));
-    it = d_->contexts.emplace(device, ctx).first;
+  CUcontext ctx = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(contexts_mu_);  // the pin calls it without mu_
+    auto it = d_->contexts.find(device);
+    if (it == d_->contexts.end()) {
+      CUdevice dev = 0;
+      HYDRO_RETURN_IF_ERROR(check(d_->device_get(&dev, device), "cuDeviceGet"));
+      HYDRO_RETURN_IF_ERROR(check(d_->primary_ctx(&ctx, dev), "cuDevicePrimaryCtxRetain"));
+      it = d_->contexts.emplace(device, ctx).first;
+    }
+    ctx = it->second;
   }
-  HYDRO_RETURN_IF_ERROR(check(d_->push_ctx(it->second), "cuCtxPushCurrent"));
+  HYDRO_RETURN_IF_ERROR(check(d_->push_ctx(ctx), "cuCtxPushCurrent"));
   Status s = body();
   CUcontext popped = nullptr;
   Status popped_ok = check(d_->pop_ctx(&popped), "cuCtxPopCurrent");
@@ -250,8 +254,11 @@ MoveCalls VmmAllocator::move_calls() {
   };
   c.host_available = [] { return host_memory_available(); };
   c.pin = [this](uint64_t bytes, void** host) {
-    std::lock_guard<std::mutex> lock(mu_);
-    const int device = mappings_.empty() ? 0 : mappings_.begin()->second.device;
+    int device = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);  // not held while pinning: seconds for tens of GB
+      if (!mappings_.empty()) device = mappings_.begin()->second.device;
+    }
     return on_device(device,
                      [&] { return check(d_->host_alloc(host, bytes, CU_MEMHOSTALLOC_PORTABLE), "cuMemHostAlloc"); });
   };

@@ -66,6 +66,7 @@ class VmmAllocator {
 
   std::unique_ptr<VmmDriver> d_;
   mutable std::mutex mu_;
+  std::mutex contexts_mu_;                // the driver's retained contexts (VmmDriver::contexts)
   std::map<uint64_t, Mapping> mappings_;  // by address
 };
 

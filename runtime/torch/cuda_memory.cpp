@@ -7,15 +7,16 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "hydro/log.h"
 
 // Routing every thread's allocations to a pool whose segments come from another allocator: a
-// MemPool over a CUDAPluggableAllocator (torch 2.8 and later; use_mem_pool's per-thread routing,
-// torch PR #153356, is the same call with a filter of one thread).
-#if (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 8)) && \
+// MemPool over a CUDAPluggableAllocator (use_mem_pool's per-thread routing, torch PR #153356, is the
+// same call with a filter of one thread). From torch 2.15, the one it is built and checked against:
+// how older allocators treat a pool routed for a whole run (graph capture's routing, meant to be
+// brief) was not checked, and their MemPool and snapshot take other arguments.
+#if (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 15)) && \
     __has_include(<ATen/cuda/MemPool.h>)
 #include <ATen/Context.h>
 #include <ATen/cuda/MemPool.h>
@@ -47,12 +48,8 @@ HydroPool& hydro_pool() {
   return *p;
 }
 
-// MemPool takes its allocator as a shared_ptr from torch 2.10 on (a plain pointer before).
 std::unique_ptr<at::cuda::MemPool> pool_over(const std::shared_ptr<CUDAAllocator>& allocator) {
-  if constexpr (std::is_constructible_v<at::cuda::MemPool, std::shared_ptr<CUDAAllocator>, bool>)
-    return std::make_unique<at::cuda::MemPool>(allocator, /*is_user_created=*/true);
-  else
-    return std::make_unique<at::cuda::MemPool>(allocator.get(), /*is_user_created=*/true);
+  return std::make_unique<at::cuda::MemPool>(allocator, /*is_user_created=*/true);
 }
 
 // The segments of hydro's pool that hold no tensor, by address: each is one of hydro's allocations
@@ -128,7 +125,7 @@ Status route_cuda_allocations(MoveCalls* calls, int* device) {
   (void)calls;
   (void)device;
   return Status::not_found("this libtorch (" TORCH_VERSION
-                           ") cannot route every thread's allocations to another allocator: torch 2.8 or later");
+                           ") cannot route every thread's allocations to another allocator: torch 2.15 or later");
 #endif
 }
 

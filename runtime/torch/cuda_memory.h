@@ -14,8 +14,9 @@ namespace hydro {
 bool cuda_cache_release_compiled();
 
 // Returns every unused block of libtorch's CUDA caching allocator to the driver
-// (c10::cuda::CUDACachingAllocator::emptyCache), hydro's pool's too (route_cuda_allocations).
-// Does nothing when not compiled.
+// (c10::cuda::CUDACachingAllocator::emptyCache): none while hydro's pool is routed to
+// (route_cuda_allocations), whose idle segments the move releases instead. Does nothing when not
+// compiled.
 void release_cuda_cache();
 
 // Issue 57, HYDRO_GPU_ALLOCATOR=hydro: from now on every allocation libtorch's caching allocator
@@ -23,7 +24,7 @@ void release_cuda_cache();
 // its own whose segments hydro's allocator maps (runtime/cuda/vmm_allocator.h), as CUDA graph
 // capture routes a stream's. Initializes CUDA on that device. *calls moves those segments
 // (hydro/device_move.h); *device says which device. Once a process: a second call gives the same.
-// An error (a libtorch without CUDA or older than 2.8, a driver that cannot load) leaves libtorch's
+// An error (a libtorch without CUDA or older than 2.15, a driver that cannot load) leaves libtorch's
 // own allocator and says why.
 Status route_cuda_allocations(MoveCalls* calls, int* device);
 

@@ -75,22 +75,30 @@ class ProcessGpu {
 
   void start(GpuRelease asked, bool cuda, bool hydro_allocator) {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (asked == GpuRelease::full && cuda && hydro_allocator && !own_) route_to_own();
+    if (hydro_allocator && !own_) {
+      if (asked == GpuRelease::full && cuda)
+        route_to_own();
+      else
+        log(std::string("warning: ") + env_name(Setting::gpu_allocator) + "=hydro has no effect without " +
+            env_name(Setting::gpu_release) + "=full and a CUDA device");
+    }
     mode_ = effective(asked, cuda);
     releaser_ = std::make_unique<GpuReleaser>(mode_, calls(), [](const std::string& line) { log(line); });
   }
 
-  // The pinned pool grown before a pause needs it; a failure is logged once (the pause pins then).
+  // The pinned pool grown before a pause needs it, to every byte mapped (a pause inside a step
+  // finds more of it in use than a step's end does). A size that failed is not tried again until
+  // the device holds more; the pause pins what it needs then.
   void prepare() {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!own_ || handled_ || mode_ != GpuRelease::full) return;
     const uint64_t bytes = own_->mapped_bytes();
-    if (bytes <= own_->pool().capacity()) return;
+    if (bytes <= own_->pool().capacity() || bytes <= prepare_failed_at_) return;
     Status s = own_->prepare(bytes);
-    if (s.ok() || prepare_failed_) return;
-    prepare_failed_ = true;
-    log("warning: HYDRO_GPU_ALLOCATOR=hydro: pinning host memory for a pause failed (" + s.message() +
-        "): a pause pins it then");
+    if (s.ok()) return;
+    prepare_failed_at_ = bytes;
+    log(std::string("warning: ") + env_name(Setting::gpu_allocator) +
+        "=hydro: pinning host memory for a pause failed (" + s.message() + "): a pause pins what it needs then");
   }
 
   GpuRelease mode() {
@@ -184,13 +192,12 @@ class ProcessGpu {
     };
     c.suspend_collectives = [this] { return suspend_groups(); };
     c.resume_collectives = [this] { return resume_groups(); };
-    // Without the helper (hydro's own move alone), the driver's checkpoint cannot follow a failed move.
-    const Status no_helper = Status::not_found("no hydro-cuda-checkpoint");
-    c.lock = [this, no_helper](milliseconds timeout) { return helper_ ? helper_->lock(timeout) : no_helper; };
-    c.checkpoint = [this, no_helper] { return helper_ ? helper_->checkpoint() : no_helper; };
-    c.restore = [this, no_helper] { return helper_ ? helper_->restore() : no_helper; };
-    c.unlock = [this, no_helper] { return helper_ ? helper_->unlock() : no_helper; };
     c.own_move = own_.get();
+    if (!helper_) return c;  // hydro's own move alone: no driver checkpoint follows a failed one
+    c.lock = [this](milliseconds timeout) { return helper_->lock(timeout); };
+    c.checkpoint = [this] { return helper_->checkpoint(); };
+    c.restore = [this] { return helper_->restore(); };
+    c.unlock = [this] { return helper_->unlock(); };
     return c;
   }
 
@@ -234,7 +241,7 @@ class ProcessGpu {
   std::unique_ptr<GpuReleaser> releaser_;
   std::unique_ptr<CudaCheckpointHelper> helper_;
   std::unique_ptr<DeviceMove> own_;  // HYDRO_GPU_ALLOCATOR=hydro: its segments' move
-  bool prepare_failed_ = false;
+  uint64_t prepare_failed_at_ = 0;   // the mapped bytes a step end's pinning failed for
   bool handled_ = false;             // this pause's release is done (or was not needed)
   std::vector<int> devices_;         // the devices this process uses, at the pause
   std::vector<std::string> groups_;  // the script's process groups, by name

@@ -23,8 +23,9 @@ WIDTH = 8192                                       # a layer's weights: 256 MiB 
 layers = max(1, int(a.gb * (1 << 30) / 4 / (WIDTH * WIDTH * 4)))  # weights, grads and Adam's two
 torch.cuda.set_device(DEV)
 # The Runtime first, then the model: with HYDRO_GPU_ALLOCATOR=hydro, what is allocated after its
-# start is hydro's allocator's (docs/users-guide.md, "Giving the GPU back while paused").
-with hydro.Runtime():
+# start is hydro's allocator's (docs/users-guide.md, "Giving the GPU back while paused"), and each
+# step's end pins the host memory a pause moves it to.
+with hydro.Runtime() as rt:
     torch.manual_seed(0)
     model = torch.nn.Sequential(*[torch.nn.Linear(WIDTH, WIDTH, bias=False, device=DEV) for _ in range(layers)])
     opt = torch.optim.Adam(model.parameters(), lr=1e-4)
@@ -38,6 +39,7 @@ with hydro.Runtime():
         opt.zero_grad()
         loss.backward()
         opt.step()
+        rt.step_end(step)
     torch.cuda.synchronize()
 h = hashlib.sha256()
 for t in model.state_dict().values():

@@ -31,12 +31,16 @@ asked='time limit: --time-limit-margin 40 s before the job.s end: (asking the pr
 note "reference: the same example, never stopped"
 want=$(reference_run "${shape[@]}" -- "${args[@]}") || fail "no weights_digest in the reference run"
 
-# 10 ms a step in its first two runs: the job needs more than two 1-minute allocations, and is
-# requeued at least twice, once with SLURM_RESTART_COUNT set.
+# Paced in its first two runs, at least 10 ms a step and 30 s of sleep in all, whatever the
+# machine's speed: the margin comes 20 s into each run, so the job needs more than one allocation,
+# and is requeued at least once with SLURM_RESTART_COUNT set. (Lightning's 1200 steps at 10 ms once
+# ended in 18 s on a fast run, before the margin.)
+step_ms=$(((30000 + steps - 1) / steps))
+[ "$step_ms" -ge 10 ] || step_ms=10
 cat >"$work/job.sh" <<JOB
 #!/bin/bash
 echo "restart count: \${SLURM_RESTART_COUNT:-0}"
-${run[*]} "$launch" -- "$train" ${args[*]} --step-ms $(paced 10 2)
+${run[*]} "$launch" -- "$train" ${args[*]} --step-ms $(paced "$step_ms" 2)
 JOB
 log=$work/job.log
 export HYDRO_TEST_LOGS=$log

@@ -137,6 +137,41 @@ TEST(DeviceMove, AnIdleSegmentIsReleasedWithNoCopyAndMappedBackEmpty) {
   EXPECT_EQ(d.mapped.at(0x7f0000200000).size(), 2 * kMiB) << "mapped again, its old bytes not kept";
 }
 
+TEST(DeviceMove, ReleaseIdleReleasesOnlyTheIdleSegmentsWithNoCopyAndRestoreMapsThemBack) {
+  std::map<uint64_t, std::vector<char>> before;
+  FakeDevice d = three_segments(&before);
+  MoveCalls calls = d.move_calls();
+  calls.idle = [] { return std::vector<uint64_t>{0x7f0000200000}; };
+  DeviceMove m(calls, [&d](const std::string& line) { d.logs.push_back(line); });
+  ASSERT_TRUE(m.release_idle().ok());
+  EXPECT_EQ(d.calls, (Calls{"unmap"})) << "nothing pinned, nothing copied";
+  EXPECT_EQ(d.mapped.count(0x7f0000200000), 0u);
+  EXPECT_EQ(d.mapped.size(), 2u) << "the segments that hold tensors stay";
+  EXPECT_FALSE(m.release().ok()) << "a release while the idle ones are out is refused";
+  d.calls.clear();
+  ASSERT_TRUE(m.restore().ok());
+  EXPECT_EQ(d.calls, (Calls{"map", "wait_copies"}));
+  EXPECT_EQ(d.mapped.size(), 3u);
+  EXPECT_EQ(d.mapped.at(0x7f0000600000), before.at(0x7f0000600000));
+}
+
+TEST(DeviceMove, AnUnmapThatFailsAfterAnIdleSegmentRefillsTheOthersFromTheirOwnBytes) {
+  std::map<uint64_t, std::vector<char>> before;
+  FakeDevice d = three_segments(&before);
+  d.fail = "unmap";
+  d.fail_at = 3;  // the first two released, the 3 MiB one not
+  MoveCalls calls = d.move_calls();
+  calls.idle = [] { return std::vector<uint64_t>{0x7f0000000000}; };  // the first, so the offsets shift
+  DeviceMove m(calls, [&d](const std::string& line) { d.logs.push_back(line); });
+  Status s = m.release();
+  ASSERT_FALSE(s.ok());
+  EXPECT_FALSE(m.lost());
+  EXPECT_FALSE(m.holding());
+  EXPECT_EQ(d.mapped.at(0x7f0000200000), before.at(0x7f0000200000)) << "refilled from its own place in the pool";
+  EXPECT_EQ(d.mapped.at(0x7f0000600000), before.at(0x7f0000600000)) << "never released";
+  EXPECT_EQ(d.mapped.at(0x7f0000000000).size(), 1 * kMiB) << "the idle one mapped again";
+}
+
 TEST(DeviceMove, ThePoolIsPinnedOnceBeforeAnyPauseAndReusedByEveryOne) {
   std::map<uint64_t, std::vector<char>> before;
   FakeDevice d = three_segments(&before);

@@ -163,6 +163,28 @@ TEST(GpuReleaseOwn, IdleSegmentsAreReleasedWithNoCopyAndDoNotCountAgainstTheFree
   EXPECT_TRUE(o.gpu.logged("3072 MiB of them idle")) << o.gpu.logs.back();
 }
 
+TEST(GpuReleaseOwn, WithNoDriverCheckpointAFailedMoveReleasesTheCacheAndTheIdleSegments) {
+  OwnMove o;
+  o.segments.count = 2;
+  o.segments.bytes = kGiB;
+  o.segments.idle = {0x7f0000000000 + kGiB};
+  o.segments.unmap_fails_at = 1;  // the move fails on its first unmap and is undone
+  DeviceCalls c = o.gpu.device_calls();
+  c.lock = nullptr;  // no hydro-cuda-checkpoint
+  c.checkpoint = c.restore = c.unlock = nullptr;
+  c.own_move = &o.move;
+  GpuReleaser r(GpuRelease::full, c, [&o](const std::string& l) { o.gpu.logs.push_back(l); });
+  EXPECT_EQ(r.release(milliseconds(100)), GpuRelease::cache);
+  EXPECT_EQ(o.gpu.calls,
+            (Calls{"release_cache", "suspend_collectives", "copy_out", "unmap", "resume_collectives", "unmap"}))
+      << "no lock: the idle segment's memory is released instead";
+  EXPECT_TRUE(o.gpu.logged("releasing the cache only"));
+  EXPECT_EQ(o.segments.released.size(), 1u);
+  ASSERT_TRUE(r.restore().ok());
+  EXPECT_EQ(o.gpu.calls.back(), "map");
+  EXPECT_TRUE(o.segments.released.empty());
+}
+
 TEST(GpuReleaseOwn, AMoveWhoseUndoFailsIsNotFollowedByTheDriversCheckpoint) {
   OwnMove o;
   o.segments.count = 2;

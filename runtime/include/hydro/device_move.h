@@ -75,10 +75,14 @@ class DeviceMove {
   // Before any pause (the Runtime's start): pins room for `bytes` of device memory, so that a
   // first release pins nothing inside Slurm's grace time.
   Status prepare(uint64_t bytes);
-  // Copies every mapped segment to the pool, then releases each one's physical memory. On any
+  // Copies every mapped segment that is not idle to the pool, then releases each one's physical
+  // memory, the idle ones' too. On any
   // failure it undoes what it did (maps back and refills the segments it released) and says why:
   // the device memory is as it was. An error from the undo is kept: restore() returns it.
   Status release();
+  // Releases the idle segments' physical memory only, with no copy (a release of the cache where
+  // the move itself does not fit); restore() maps them back. The same undo as release().
+  Status release_idle();
   // Maps each released segment at its address again and copies its bytes back. An error means the
   // device memory is lost: the caller ends the job, to be requeued from its last checkpoint.
   Status restore();

@@ -26,11 +26,13 @@ bool gpu_release_from_name(const std::string& name, GpuRelease* out);
 
 // What a release calls. Each call that can fail returns a Status naming what failed.
 struct DeviceCalls {
-  std::function<uint64_t()> device_bytes;                 // the process's device memory in use
-  std::function<HostRoom()> host_available;               // host memory free for the checkpoint
-  std::function<Status()> release_cache;                  // the allocator's cached, unused blocks
-  std::function<Status()> suspend_collectives;            // NCCL's communicators suspended (or torn down)
-  std::function<Status()> resume_collectives;             // ... and back
+  std::function<uint64_t()> device_bytes;       // the process's device memory in use
+  std::function<HostRoom()> host_available;     // host memory free for the checkpoint
+  std::function<Status()> release_cache;        // the allocator's cached, unused blocks
+  std::function<Status()> suspend_collectives;  // NCCL's communicators suspended (or torn down)
+  std::function<Status()> resume_collectives;   // ... and back
+  // The driver's process checkpoint; all four null where it cannot be made (no helper), and then
+  // `full` is hydro's own move alone.
   std::function<Status(std::chrono::milliseconds)> lock;  // the process's CUDA calls held
   std::function<Status()> checkpoint;                     // device state to host memory; the device freed
   std::function<Status()> restore;                        // host memory back to the device
@@ -81,6 +83,7 @@ class GpuReleaser {
   bool give_up(const std::string& step, const Status& why);
   void undo(const char* step, const std::function<Status()>& call);
   GpuRelease release_cache();
+  Own cache_and_idle();
   Status bring_back();
 
   GpuRelease mode_;
