@@ -102,14 +102,10 @@ GpuReleaser::Own GpuReleaser::release_own(std::optional<std::chrono::millisecond
   if (!s.ok()) {
     undo("resuming the NCCL communicators", calls_.resume_collectives);
     if (!lost_.ok() || calls_.own_move->lost()) return Own::cache_only;
-    if (!calls_.lock) {
-      log_("gpu_release=full: hydro's move of its allocator's memory failed (" + s.message() +
-           "): releasing the cache only");
-      return cache_and_idle();
-    }
+    const bool driver = static_cast<bool>(calls_.lock);  // none without the helper
     log_("gpu_release=full: hydro's move of its allocator's memory failed (" + s.message() +
-         "): the driver's process checkpoint instead");
-    return Own::not_used;
+         (driver ? "): the driver's process checkpoint instead" : "): releasing the cache only"));
+    return driver ? Own::not_used : cache_and_idle();
   }
   const auto took = std::chrono::duration_cast<std::chrono::microseconds>(calls_.now() - start).count();
   if (calls_.own_move->moved_bytes() > 0) own_rate_ = rate_of(calls_.own_move->moved_bytes(), took, own_rate_);

@@ -15,4 +15,6 @@ std::vector<std::string> split(const std::string& s, char sep) {
 
 std::string mib(uint64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
 
+std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
 }  // namespace hydro

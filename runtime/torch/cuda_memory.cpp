@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "hydro/log.h"
+#include "hydro/text.h"
 
 // Routing every thread's allocations to a pool whose segments come from another allocator: a
 // MemPool over a CUDAPluggableAllocator (use_mem_pool's per-thread routing, torch PR #153356, is the
@@ -48,10 +49,6 @@ HydroPool& hydro_pool() {
   return *p;
 }
 
-std::unique_ptr<at::cuda::MemPool> pool_over(const std::shared_ptr<CUDAAllocator>& allocator) {
-  return std::make_unique<at::cuda::MemPool>(allocator, /*is_user_created=*/true);
-}
-
 // The segments of hydro's pool that hold no tensor, by address: each is one of hydro's allocations
 // (the caching allocator asks one per segment).
 std::vector<uint64_t> idle_segments(const at::cuda::MempoolId_t& pool) {
@@ -74,7 +71,7 @@ Status route_locked(HydroPool& p) {
       [](void* address, size_t bytes, int on, cudaStream_t stream) {
         hydro_vmm_free(address, static_cast<ssize_t>(bytes), on, stream);
       });
-  auto pool = pool_over(allocator);
+  auto pool = std::make_unique<at::cuda::MemPool>(allocator, /*is_user_created=*/true);
   // Every stream, every thread: the filter takes all.
   c10::cuda::CUDACachingAllocator::beginAllocateToPool(device, pool->id(), [](cudaStream_t) { return true; });
   p.allocator = std::move(allocator);
@@ -106,8 +103,7 @@ Status route_cuda_allocations(MoveCalls* calls, int* device) {
     try {
       HYDRO_RETURN_IF_ERROR(route_locked(p));
     } catch (const std::exception& e) {
-      const std::string why = e.what();
-      return Status::io("routing libtorch's allocations to hydro's: " + why.substr(0, why.find('\n')));
+      return Status::io("routing libtorch's allocations to hydro's: " + first_line(e.what()));
     }
   }
   *calls = VmmAllocator::process()->move_calls();
@@ -115,7 +111,7 @@ Status route_cuda_allocations(MoveCalls* calls, int* device) {
     try {
       return idle_segments(id);
     } catch (const std::exception& e) {
-      log(std::string("hydro's pool: which segments are idle is unknown (") + e.what() + "): all are copied");
+      log("hydro's pool: which segments are idle is unknown (" + first_line(e.what()) + "): all are copied");
       return std::vector<uint64_t>{};
     }
   };

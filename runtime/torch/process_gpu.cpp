@@ -19,6 +19,7 @@
 #include "hydro/pause_gate.h"
 #include "hydro/runtime.h"
 #include "hydro/setting_schema.h"
+#include "hydro/text.h"
 
 namespace hydro {
 namespace {
@@ -32,9 +33,11 @@ constexpr uint64_t kContextBytes = 512ull << 20;
 // coming (hydroctl pause); before a freeze, GpuReleaser shortens it.
 constexpr milliseconds kLockTimeout{5000};
 
+// "HYDRO_GPU_ALLOCATOR=hydro", as the log names it.
+std::string hydro_allocator_setting() { return std::string(env_name(Setting::gpu_allocator)) + "=hydro"; }
+
 Status failed(const std::string& what, const std::exception& e) {
-  std::string why = e.what();
-  return Status::io(what + ": " + why.substr(0, why.find('\n')));
+  return Status::io(what + ": " + first_line(e.what()));
 }
 
 // An NCCL communicator suspended (ncclCommSuspend) for a full release: torch 2.15's
@@ -79,8 +82,8 @@ class ProcessGpu {
       if (asked == GpuRelease::full && cuda)
         route_to_own();
       else
-        log(std::string("warning: ") + env_name(Setting::gpu_allocator) + "=hydro has no effect without " +
-            env_name(Setting::gpu_release) + "=full and a CUDA device");
+        log("warning: " + hydro_allocator_setting() + " has no effect without " + env_name(Setting::gpu_release) +
+            "=full and a CUDA device");
     }
     mode_ = effective(asked, cuda);
     releaser_ = std::make_unique<GpuReleaser>(mode_, calls(), [](const std::string& line) { log(line); });
@@ -97,8 +100,8 @@ class ProcessGpu {
     Status s = own_->prepare(bytes);
     if (s.ok()) return;
     prepare_failed_at_ = bytes;
-    log(std::string("warning: ") + env_name(Setting::gpu_allocator) +
-        "=hydro: pinning host memory for a pause failed (" + s.message() + "): a pause pins what it needs then");
+    log("warning: " + hydro_allocator_setting() + ": pinning host memory for a pause failed (" + s.message() +
+        "): a pause pins what it needs then");
   }
 
   GpuRelease mode() {
@@ -141,7 +144,7 @@ class ProcessGpu {
   // HYDRO_GPU_ALLOCATOR=hydro: libtorch's allocations on the current device from now on are
   // hydro's segments, which its own move takes; or libtorch's own allocator stays, said why.
   void route_to_own() {
-    const std::string setting = std::string(env_name(Setting::gpu_allocator)) + "=hydro";
+    const std::string setting = hydro_allocator_setting();
     MoveCalls move;
     int device = 0;
     Status s = route_cuda_allocations(&move, &device);

@@ -107,6 +107,13 @@ class Job:
         return self.text().strip().splitlines()[-1]
 
 
+def preempt():
+    """The preemptor, run to its end: the MiB it took, the device's, and those free when it began."""
+    pre = subprocess.run([sys.executable, "-c", PREEMPTOR], capture_output=True, text=True)
+    assert pre.returncode == 0, pre.stderr
+    return tuple(int(v) for v in pre.stdout.split())
+
+
 def uninterrupted(gb):
     return Job(gb).digest()
 
@@ -126,9 +133,7 @@ def test_the_preemptor_gets_the_gpu_and_the_job_ends_bit_for_bit():
     moved = MOVED.search(job.text())
     assert moved, job.text() + host_facts()
     held, used_paused = used_by(job.p.pid), device_used()
-    pre = subprocess.run([sys.executable, "-c", PREEMPTOR], capture_output=True, text=True)
-    assert pre.returncode == 0, pre.stderr
-    take, total, free = (int(v) for v in pre.stdout.split())
+    take, total, free = preempt()
     job.p.send_signal(signal.SIGUSR2)
     resumed = job.digest()
     back = BACK.search(job.text())
@@ -204,8 +209,7 @@ def test_hydros_allocator_moves_at_the_links_speed_and_the_job_ends_bit_for_bit(
     assert out, job.text() + host_facts()
     assert "go to hydro's allocator" in job.text(), job.text()
     used_paused = device_used()
-    pre = subprocess.run([sys.executable, "-c", PREEMPTOR], capture_output=True, text=True)
-    assert pre.returncode == 0, pre.stderr
+    preempt()
     job.p.send_signal(signal.SIGUSR2)
     resumed = job.digest()
     back = OWN_BACK.search(job.text())

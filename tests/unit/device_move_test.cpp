@@ -27,7 +27,8 @@ struct FakeDevice {
   int fail_at = 1;
   std::map<std::string, int> counts;
   std::vector<std::string> calls, logs;
-  uint64_t pinned = 0;  // bytes pinned now
+  uint64_t pinned = 0;         // bytes pinned now
+  std::vector<uint64_t> idle;  // segments holding no tensor, by address
 
   void add(uint64_t address, uint64_t bytes, char fill) {
     mapped[address] = std::vector<char>(bytes, fill);
@@ -46,6 +47,7 @@ struct FakeDevice {
       for (const auto& [address, bytes] : mapped) out.push_back({address, bytes.size()});
       return out;
     };
+    c.idle = [this] { return idle; };
     c.host_available = [this] { return HostRoom{host - pinned, "memory.max of /slurm/job_1"}; };
     c.pin = [this](uint64_t bytes, void** host_memory) {
       HYDRO_RETURN_IF_ERROR(call("pin"));
@@ -120,9 +122,8 @@ TEST(DeviceMove, EveryByteGoesToPinnedHostMemoryAndComesBackAtTheSameAddress) {
 TEST(DeviceMove, AnIdleSegmentIsReleasedWithNoCopyAndMappedBackEmpty) {
   std::map<uint64_t, std::vector<char>> before;
   FakeDevice d = three_segments(&before);
-  MoveCalls calls = d.move_calls();
-  calls.idle = [] { return std::vector<uint64_t>{0x7f0000200000}; };  // the 2 MiB one holds no tensor
-  DeviceMove m(calls, [&d](const std::string& line) { d.logs.push_back(line); });
+  d.idle = {0x7f0000200000};  // the 2 MiB one holds no tensor
+  DeviceMove m = d.mover();
   EXPECT_EQ(m.data_bytes(), 4 * kMiB);
   ASSERT_TRUE(m.release().ok());
   EXPECT_TRUE(d.mapped.empty());
@@ -140,9 +141,8 @@ TEST(DeviceMove, AnIdleSegmentIsReleasedWithNoCopyAndMappedBackEmpty) {
 TEST(DeviceMove, ReleaseIdleReleasesOnlyTheIdleSegmentsWithNoCopyAndRestoreMapsThemBack) {
   std::map<uint64_t, std::vector<char>> before;
   FakeDevice d = three_segments(&before);
-  MoveCalls calls = d.move_calls();
-  calls.idle = [] { return std::vector<uint64_t>{0x7f0000200000}; };
-  DeviceMove m(calls, [&d](const std::string& line) { d.logs.push_back(line); });
+  d.idle = {0x7f0000200000};
+  DeviceMove m = d.mover();
   ASSERT_TRUE(m.release_idle().ok());
   EXPECT_EQ(d.calls, (Calls{"unmap"})) << "nothing pinned, nothing copied";
   EXPECT_EQ(d.mapped.count(0x7f0000200000), 0u);
@@ -159,10 +159,9 @@ TEST(DeviceMove, AnUnmapThatFailsAfterAnIdleSegmentRefillsTheOthersFromTheirOwnB
   std::map<uint64_t, std::vector<char>> before;
   FakeDevice d = three_segments(&before);
   d.fail = "unmap";
-  d.fail_at = 3;  // the first two released, the 3 MiB one not
-  MoveCalls calls = d.move_calls();
-  calls.idle = [] { return std::vector<uint64_t>{0x7f0000000000}; };  // the first, so the offsets shift
-  DeviceMove m(calls, [&d](const std::string& line) { d.logs.push_back(line); });
+  d.fail_at = 3;              // the first two released, the 3 MiB one not
+  d.idle = {0x7f0000000000};  // the first, so the offsets shift
+  DeviceMove m = d.mover();
   Status s = m.release();
   ASSERT_FALSE(s.ok());
   EXPECT_FALSE(m.lost());
