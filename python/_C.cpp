@@ -156,10 +156,11 @@ StreamWriter zip_writer(std::vector<ZipRecord> records, std::shared_ptr<py::obje
   };
 }
 
-std::function<StreamWriter()> capturer(py::function capture) {
-  return [fn = hold(std::move(capture))]() -> StreamWriter {
+std::function<StreamWriter()> capturer(py::function capture, StreamWriter write) {
+  return [fn = hold(std::move(capture)), write]() -> StreamWriter {
     py::gil_scoped_acquire gil;
     py::tuple got = (*fn)();
+    if (got[0].cast<std::string>() == "write") return write;  // a sync save's: torch's own, streamed
     if (got[0].cast<std::string>() == "stream") return stream_writer(got[1].cast<py::function>());
     if (got[0].cast<std::string>() == "bytes") {
       auto bytes = std::make_shared<std::string>(got[1].cast<std::string>());
@@ -206,8 +207,9 @@ void bind_runtime(py::module_& m) {
       .def(
           "track_stream",
           [](Runtime& rt, const std::string& name, py::function write, py::function read, py::object capture) {
-            rt.track_stream(name, stream_writer(std::move(write)), path_reader(std::move(read)),
-                            capture.is_none() ? nullptr : capturer(capture.cast<py::function>()));
+            StreamWriter writer = stream_writer(std::move(write));
+            rt.track_stream(name, writer, path_reader(std::move(read)),
+                            capture.is_none() ? nullptr : capturer(capture.cast<py::function>(), writer));
           },
           py::arg("name"), py::arg("write"), py::arg("read"), py::arg("capture") = py::none())
       .def(
@@ -260,8 +262,24 @@ torch::Tensor tensor_at(uintptr_t cdata) {
   return torch::Tensor(Impl::reclaim_copy(reinterpret_cast<c10::TensorImpl*>(cdata)));
 }
 
+// Host memory for a device tensor's copy (checkpoint_buffer), as bytes torch.frombuffer views.
+struct HostBuffer {
+  torch::Tensor memory;
+};
+
 // What Python's checkpoints write through: atomic files, and an async save's copies.
 void bind_checkpoint_io(py::module_& m) {
+  py::class_<HostBuffer>(m, "HostBuffer", py::buffer_protocol()).def_buffer([](HostBuffer& b) {
+    return py::buffer_info(b.memory.data_ptr(), 1, py::format_descriptor<uint8_t>::format(),
+                           static_cast<py::ssize_t>(b.memory.nbytes()));
+  });
+  m.def(
+      "checkpoint_buffer",
+      [](uintptr_t src) -> py::object {
+        torch::Tensor memory = checkpoint_buffer(tensor_at(src));
+        return memory.defined() ? py::cast(HostBuffer{memory}) : py::none();
+      },
+      py::arg("src_cdata"));
   m.def(
       "atomic_write",
       [](const std::string& path, py::function fill) {

@@ -147,7 +147,8 @@ class Runtime:
         if self._step_fence is not None:  # behind: every tracked module's buffers, copied at once
             buffers = self._buffer_addresses
         snapshot = Snapshot(state_dict, fresh=isinstance(obj, _PythonRNG),
-                            writer=shard_file.write if sharded is not None else None, buffers=buffers)
+                            writer=shard_file.write if sharded is not None else None, buffers=buffers,
+                            sync=self._c.settings["mode"] != "async")
         self._c.track_stream(name, write, read, snapshot.capture)
         self._objects[name] = obj
         if sharded is not None:

@@ -93,6 +93,16 @@ def has_dtensor(state):
     return _is_dtensor(state)
 
 
+def _host_slot(t):
+    """A CPU tensor for t's reused copy. For a device tensor, hydro's host memory, pinned where it
+    fits, which its copy reaches on a stream of hydro's (the save's capture waits for it)."""
+    if t.device.type != "cpu" and t.numel():
+        memory = _C.checkpoint_buffer(t._cdata)
+        if memory is not None:
+            return torch.frombuffer(memory, dtype=t.dtype).view(t.shape)
+    return torch.empty(t.shape, dtype=t.dtype)
+
+
 _EXACT = (int, bool, str, bytes, type(None))
 _OTHER = object()  # in a shape: a value _leaf cannot vouch for (see Snapshot._records)
 
@@ -119,13 +129,17 @@ class Snapshot:
     the background thread calls it on the copies, with the GIL.
     buffers=f(): the addresses of a module's buffers, copied at once, never queued: a forward
     changes them (BatchNorm's statistics), and HYDRO_ASYNC_COPY=behind waits for queued copies at
-    the next optimizer step only."""
+    the next optimizer step only.
+    sync=True: a sync save's capture (on a machine with a GPU: the device tensors' copies staged in
+    pinned memory, hydro/staging.h). Where this path cannot take the state, capture() returns
+    ("write",): the item's own torch.save, streamed, not a copy of it in memory."""
 
-    def __init__(self, state_dict, fresh=False, writer=None, buffers=None):
+    def __init__(self, state_dict, fresh=False, writer=None, buffers=None, sync=False):
         self._state_dict = state_dict
         self._buffers, self._now = buffers, ()
         self._fresh = fresh
         self._writer = writer
+        self._sync = sync
         self._slots = {}
         self._last = (None, None)  # the last pickled shape (see _tree) and its records
         self._warned = False
@@ -138,7 +152,7 @@ class Snapshot:
             return seen[key].detach()  # another tensor over the same storage, as the state had
         slot = self._slots.get(path)
         if slot is None or slot.shape != t.shape or slot.dtype != t.dtype:
-            slot = self._slots[path] = torch.empty(t.shape, dtype=t.dtype)
+            slot = self._slots[path] = _host_slot(t)
         # Inside rt.save() a large host copy is queued: a helper thread shares it while this
         # thread pickles, and save() returns once it is done (the C++ side holds both memories).
         if t.numel() and t.data_ptr() in self._now:
@@ -224,6 +238,8 @@ class Snapshot:
                 copies = self._tree(state, (), {}, shape)
             return ("zip", self._records(copies, shape), copies)
         except (TypeError, RuntimeError, AttributeError) as e:
+            if self._sync:
+                return ("write",)  # torch's own path, streamed: a copy in memory would gain nothing
             if not self._warned:
                 _C.log(f"warning: async checkpoint: serializing on the training thread ({e})")
                 self._warned = True

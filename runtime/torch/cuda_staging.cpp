@@ -1,12 +1,19 @@
-// Built only against a libtorch with CUDA (see cuda_staging.h).
-#include "cuda_staging.h"
-
+// Issue 58, built only against a libtorch with CUDA: a checkpoint's copies of device tensors
+// (snapshot.h's DeviceCopyCalls). Each goes on a stream of hydro's, after an event of the stream that
+// made the tensor (not a device-wide sync), into host memory pinned by cudaHostAlloc; an event per
+// copy is what TensorPool::finish() waits for. The caching allocator keeps the tensor's memory
+// until its copy is done (recordStream).
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
 
-#include <utility>
+#include <map>
+#include <memory>
+#include <vector>
 
-#include "hydro/host_memory.h"
+#include "snapshot.h"
 
 namespace hydro {
 
@@ -17,83 +24,71 @@ Status cuda_failed(const char* call, cudaError_t e) {
   return Status::io(std::string(call) + ": " + cudaGetErrorString(e));
 }
 
+// One pool's copies: hydro's stream on each device, and the event after each copy, by number.
+struct CudaCopies {
+  std::map<c10::DeviceIndex, c10::cuda::CUDAStream> streams;
+  std::vector<cudaEvent_t> done;
+
+  c10::cuda::CUDAStream stream_on(c10::DeviceIndex device) {
+    auto it = streams.find(device);
+    if (it == streams.end()) it = streams.emplace(device, c10::cuda::getStreamFromPool(false, device)).first;
+    return it->second;
+  }
+
+  Status after_the_work_on(c10::DeviceIndex device, cudaStream_t copies) {
+    cudaEvent_t made = nullptr;
+    cudaError_t e = cudaEventCreateWithFlags(&made, cudaEventDisableTiming);
+    if (e != cudaSuccess) return cuda_failed("cudaEventCreate", e);
+    e = cudaEventRecord(made, c10::cuda::getCurrentCUDAStream(device).stream());
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(copies, made, 0);
+    (void)cudaEventDestroy(made);  // released once the wait is done
+    return e == cudaSuccess ? Status::OK() : cuda_failed("cudaStreamWaitEvent", e);
+  }
+
+  Status queue(size_t copy, const at::Tensor& dst, const at::Tensor& src) {
+    const c10::DeviceIndex device = src.device().index();
+    try {
+      c10::cuda::CUDAGuard guard(device);
+      c10::cuda::CUDAStream stream = stream_on(device);
+      HYDRO_RETURN_IF_ERROR(after_the_work_on(device, stream.stream()));
+      cudaError_t e = cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), src.nbytes(), cudaMemcpyDeviceToHost, stream);
+      if (e != cudaSuccess) return cuda_failed("cudaMemcpyAsync", e);
+      c10::cuda::CUDACachingAllocator::recordStream(src.storage().data_ptr(), stream);
+      if (done.size() <= copy) done.resize(copy + 1, nullptr);
+      e = cudaEventCreateWithFlags(&done[copy], cudaEventDisableTiming);
+      if (e == cudaSuccess) e = cudaEventRecord(done[copy], stream.stream());
+      return e == cudaSuccess ? Status::OK() : cuda_failed("cudaEventRecord", e);
+    } catch (const c10::Error& e) {
+      return Status::io(e.what_without_backtrace());
+    }
+  }
+
+  Status wait(size_t copy) {
+    if (copy >= done.size() || !done[copy]) return Status::OK();
+    const cudaError_t e = cudaEventSynchronize(done[copy]);
+    (void)cudaEventDestroy(done[copy]);
+    done[copy] = nullptr;
+    return e == cudaSuccess ? Status::OK() : cuda_failed("cudaEventSynchronize", e);
+  }
+};
+
 }  // namespace
 
-CudaStaging::CudaStaging(std::function<void(const std::string&)> log) : staging_(calls(), std::move(log)) {}
-
-CudaStaging::~CudaStaging() {
-  (void)staging_.finish();
-  drop_events();
-}
-
-StagingCalls CudaStaging::calls() {
-  StagingCalls c;
+DeviceCopyCalls cuda_device_calls() {
+  auto copies = std::make_shared<CudaCopies>();
+  DeviceCopyCalls c;
+  c.present = [] { return c10::cuda::device_count() > 0; };
+  c.takes = [](const torch::Tensor& t) { return t.is_cuda(); };
   c.pin = [](uint64_t bytes, void** host) {
     const cudaError_t e = cudaHostAlloc(host, bytes, cudaHostAllocDefault);
     return e == cudaSuccess ? Status::OK() : cuda_failed("cudaHostAlloc", e);
   };
   c.unpin = [](void* host, uint64_t) { (void)cudaFreeHost(host); };
-  c.host_available = [] { return host_memory_available(); };
-  c.copy_out = [this](size_t item, void* host) { return copy_out(item, host); };
-  c.wait = [this](size_t item) { return wait(item); };
+  c.queue = [copies](size_t copy, const torch::Tensor& dst, const torch::Tensor& src) {
+    return copies->queue(copy, dst, src);
+  };
+  c.wait = [copies](size_t copy) { return copies->wait(copy); };
   return c;
-}
-
-// After the work queued so far on the tensor's current stream (an event, not a device sync), on
-// hydro's stream; the caching allocator keeps the tensor's memory until that copy is done.
-Status CudaStaging::copy_out(size_t item, void* host) {
-  const at::Tensor& t = sources_.at(item);
-  const c10::DeviceIndex device = t.device().index();
-  try {
-    c10::cuda::CUDAGuard guard(device);
-    auto it = streams_.find(device);
-    if (it == streams_.end()) it = streams_.emplace(device, c10::cuda::getStreamFromPool(false, device)).first;
-    cudaEvent_t made = nullptr;
-    cudaError_t e = cudaEventCreateWithFlags(&made, cudaEventDisableTiming);
-    if (e != cudaSuccess) return cuda_failed("cudaEventCreate", e);
-    e = cudaEventRecord(made, c10::cuda::getCurrentCUDAStream(device).stream());
-    if (e == cudaSuccess) e = cudaStreamWaitEvent(it->second.stream(), made, 0);
-    (void)cudaEventDestroy(made);  // released once the wait is done
-    if (e == cudaSuccess)
-      e = cudaMemcpyAsync(host, t.data_ptr(), t.nbytes(), cudaMemcpyDeviceToHost, it->second.stream());
-    if (e != cudaSuccess) return cuda_failed("queuing the copy to host memory", e);
-    c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), it->second);
-    e = cudaEventCreateWithFlags(&done_.at(item), cudaEventDisableTiming);
-    if (e == cudaSuccess) e = cudaEventRecord(done_[item], it->second.stream());
-    return e == cudaSuccess ? Status::OK() : cuda_failed("cudaEventRecord", e);
-  } catch (const c10::Error& e) {
-    return Status::io(e.what_without_backtrace());
-  }
-}
-
-Status CudaStaging::wait(size_t item) {
-  if (!done_.at(item)) return Status::OK();
-  const cudaError_t e = cudaEventSynchronize(done_[item]);
-  return e == cudaSuccess ? Status::OK() : cuda_failed("cudaEventSynchronize", e);
-}
-
-void CudaStaging::drop_events() {
-  for (cudaEvent_t& e : done_)
-    if (e) (void)cudaEventDestroy(e);
-  done_.clear();
-}
-
-Status CudaStaging::stage(const std::vector<at::Tensor>& tensors, std::vector<at::Tensor>* host) {
-  (void)staging_.finish();  // the last stage's copies: its own ready() reported their errors
-  drop_events();
-  sources_.clear();
-  std::vector<uint64_t> sizes;
-  for (const at::Tensor& t : tensors) {
-    if (!t.is_cuda()) return Status::invalid_argument("staging takes device tensors, not one on " + t.device().str());
-    sources_.push_back(t.contiguous());
-    sizes.push_back(static_cast<uint64_t>(sources_.back().nbytes()));
-  }
-  done_.assign(sources_.size(), nullptr);
-  HYDRO_RETURN_IF_ERROR(staging_.stage(sizes));
-  host->clear();
-  for (size_t i = 0; i < sources_.size(); ++i)
-    host->push_back(at::from_blob(staging_.slot(i), sources_[i].sizes(), sources_[i].options().device(at::kCPU)));
-  return Status::OK();
 }
 
 }  // namespace hydro

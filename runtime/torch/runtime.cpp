@@ -54,7 +54,7 @@ Runtime::Runtime(Settings settings, Fs& fs) : settings_(std::move(settings)), fs
   try {
     if (settings_.world_size > 1 && settings_.mode != CheckpointMode::async && !settings_.checkpoint_dir.empty())
       open_group();
-    if (settings_.mode == CheckpointMode::async) pool_ = std::make_unique<TensorPool>();
+    pool_ = std::make_unique<TensorPool>();  // async saves' copies, and sync saves' of device tensors
   } catch (...) {
     // No destructor runs for a constructor that throws: leave no handlers behind (SIGTERM would
     // otherwise only set a flag, and no later Runtime could start).
@@ -195,7 +195,7 @@ std::string Runtime::save(int64_t step, bool keep_always) {
     const ComputeThreads threads = compute_threads();
     w.set_threads(threads.aten, threads.blas);
     for (const auto& t : tracked_) {
-      HYDRO_RETURN_IF_ERROR(write_item(w, t));
+      HYDRO_RETURN_IF_ERROR(write_item(w, t, pool_.get()));
     }
     return write_item(w, rng_item());
   };

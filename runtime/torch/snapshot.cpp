@@ -6,9 +6,66 @@
 #include <type_traits>
 #include <utility>
 
+#include "hydro/host_memory.h"
+#include "hydro/log.h"
 #include "hydro/runtime.h"
 
 namespace hydro {
+
+namespace {
+
+std::mutex g_test_calls_mu;
+std::function<DeviceCopyCalls()> g_test_calls;
+
+void throw_if_failed(const Status& s) {
+  if (!s.ok()) throw std::runtime_error(s.message());
+}
+
+}  // namespace
+
+DeviceCopyCalls device_calls() {
+  std::lock_guard<std::mutex> lock(g_test_calls_mu);
+  return g_test_calls ? g_test_calls() : cuda_device_calls();
+}
+
+void set_device_calls_for_tests(std::function<DeviceCopyCalls()> make) {
+  std::lock_guard<std::mutex> lock(g_test_calls_mu);
+  g_test_calls = std::move(make);
+}
+
+DeviceCopies::DeviceCopies(DeviceCopyCalls calls)
+    : calls_(std::move(calls)),
+      staging_(
+          StagingCalls{calls_.pin, calls_.unpin, [] { return host_memory_available(); },
+                       [this](size_t copy) { return calls_.queue(copy, held_.at(copy).first, held_.at(copy).second); },
+                       [this](size_t copy) { return calls_.wait(copy); }},
+          [](const std::string& line) { log(line); }) {}
+
+torch::Tensor DeviceCopies::buffer_like(const torch::Tensor& src) {
+  const auto options = src.options().device(torch::kCPU).requires_grad(false);
+  const uint64_t bytes = static_cast<uint64_t>(src.nbytes());
+  std::shared_ptr<char> memory = bytes ? staging_.buffer(bytes) : nullptr;
+  if (!memory) return torch::empty(src.sizes(), options);  // torch's own error where none is left
+  return torch::from_blob(
+      memory.get(), src.sizes(), [memory](void*) {}, options);
+}
+
+// The copies wait in held_ by number, as Staging numbers them: a copy that could not be queued
+// leaves its number to the next.
+Status DeviceCopies::queue(const torch::Tensor& dst, const torch::Tensor& src) {
+  std::lock_guard<std::mutex> lock(mu_);
+  held_.emplace_back(dst, src.contiguous());
+  Status s = staging_.queue(static_cast<uint64_t>(src.nbytes()));
+  if (!s.ok()) held_.pop_back();
+  return s;
+}
+
+Status DeviceCopies::finish() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Status s = staging_.finish();
+  held_.clear();
+  return s;
+}
 
 namespace {
 
@@ -34,6 +91,13 @@ bool queueable(const torch::Tensor& dst, const torch::Tensor& src) {
          static_cast<size_t>(src.nbytes()) >= kQueueAtLeastBytes && at::get_num_threads() <= kShareUpToThreads;
 }
 
+// A slot a device's copy can go to as it is: host memory, contiguous, of src's dtype and shape.
+bool host_slot_for(const torch::Tensor& dst, const torch::Tensor& src) {
+  return dst.device().is_cpu() && dst.layout() == torch::kStrided && dst.is_contiguous() && dst.has_storage() &&
+         src.layout() == torch::kStrided && !src.is_conj() && !src.is_neg() && !src.is_quantized() &&
+         dst.scalar_type() == src.scalar_type() && dst.sizes() == src.sizes();
+}
+
 void copy_now(const torch::Tensor& dst, const torch::Tensor& src) {
   torch::NoGradGuard no_grad;
   dst.copy_(src);
@@ -44,13 +108,30 @@ void copy_now(const torch::Tensor& dst, const torch::Tensor& src) {
 torch::Tensor TensorPool::copy(const std::string& key, const torch::Tensor& t) {
   if (!t.defined()) return t;
   torch::Tensor& slot = slots_[key];
-  if (!slot.defined() || slot.sizes() != t.sizes() || slot.scalar_type() != t.scalar_type())
-    slot = torch::empty(t.sizes(), t.options().device(torch::kCPU).requires_grad(false));
+  if (!slot.defined() || slot.sizes() != t.sizes() || slot.scalar_type() != t.scalar_type()) {
+    slot = device_.takes(t) ? device_.buffer_like(t)
+                            : torch::empty(t.sizes(), t.options().device(torch::kCPU).requires_grad(false));
+  }
   copy_into(slot, t);
   return slot;
 }
 
+torch::Tensor TensorPool::device_buffer(const torch::Tensor& src) {
+  return device_.takes(src) ? device_.buffer_like(src) : torch::Tensor();
+}
+
+void TensorPool::finish() {
+  try {
+    share_.finish();
+  } catch (...) {
+    (void)device_.finish();  // nothing left writing into the slots
+    throw;
+  }
+  throw_if_failed(device_.finish());
+}
+
 void TensorPool::copy_into(const torch::Tensor& dst, const torch::Tensor& src) {
+  if (device_.takes(src) && host_slot_for(dst, src)) return throw_if_failed(device_.queue(dst, src));
   if (!queueable(dst, src)) return copy_now(dst, src);
   // The memory, not the tensors: `p.data = ...` may give a tensor other memory before the copy runs.
   auto memory = std::make_shared<std::pair<c10::Storage, c10::Storage>>(dst.storage(), src.storage());
@@ -84,6 +165,11 @@ TensorPool* TensorPool::capturing() { return t_capturing; }
 void copy_for_checkpoint(const torch::Tensor& dst, const torch::Tensor& src) {
   if (TensorPool* pool = TensorPool::capturing()) return pool->copy_into(dst, src);
   copy_now(dst, src);
+}
+
+torch::Tensor checkpoint_buffer(const torch::Tensor& src) {
+  TensorPool* pool = TensorPool::capturing();
+  return pool ? pool->device_buffer(src) : torch::Tensor();
 }
 
 size_t TensorPool::bytes() const {

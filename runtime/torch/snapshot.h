@@ -8,15 +8,59 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "hydro/checkpoint_dir.h"
+#include "hydro/staging.h"
 #include "hydro/work_share.h"
 
 namespace hydro {
 
-// Host copies, one per key, reused from one checkpoint to the next. A large copy that is a memcpy
+// Issue 58: how a checkpoint's copies of device tensors reach host memory. A CUDA build's
+// (cuda_staging.cpp) copy on a stream of hydro's after an event of the tensor's stream; a test's
+// stand-in copies CPU tensors it calls device ones. None is taken where `takes` is empty.
+struct DeviceCopyCalls {
+  std::function<bool()> present;                    // a device is there (checked at a save)
+  std::function<bool(const torch::Tensor&)> takes;  // a tensor whose copy these make
+  std::function<Status(uint64_t, void**)> pin;      // as StagingCalls'
+  std::function<void(void*, uint64_t)> unpin;       // ...
+  std::function<Status(size_t copy, const torch::Tensor& dst, const torch::Tensor& src)> queue;
+  std::function<Status(size_t copy)> wait;  // and then forgets the copy's event
+};
+// A fresh set of the CUDA build's calls (none elsewhere), or of what a test set.
+DeviceCopyCalls device_calls();
+DeviceCopyCalls cuda_device_calls();  // cuda_staging.cpp, or cuda_memory_none.cpp's empty set
+// For tests only: the calls each TensorPool made from now on uses (empty: the build's again).
+void set_device_calls_for_tests(std::function<DeviceCopyCalls()> make);
+
+// The copies of one pool's device tensors: host buffers from hydro/staging.h, each kept as the
+// pool's slot (pinned once), and every copy of a save queued at once; finish() waits for them.
+class DeviceCopies {
+ public:
+  explicit DeviceCopies(DeviceCopyCalls calls);
+  ~DeviceCopies() { (void)finish(); }
+  bool takes(const torch::Tensor& src) const { return calls_.takes && calls_.takes(src); }
+  bool present() const { return calls_.takes && calls_.present && calls_.present(); }
+  // A CPU tensor of src's shape and dtype, contiguous, over host memory for its copy.
+  torch::Tensor buffer_like(const torch::Tensor& src);
+  // dst (host memory, contiguous, src's shape and dtype) <- src, queued: both held until finish().
+  Status queue(const torch::Tensor& dst, const torch::Tensor& src);
+  Status finish();
+
+ private:
+  DeviceCopyCalls calls_;
+  std::mutex mu_;
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> held_;  // by copy number
+  Staging staging_;
+};
+
+// Host copies, one per key, reused from one checkpoint to the next. A copy from a device tensor
+// goes to DeviceCopies, into a slot of host memory it made (pinned), and finish() waits for it.
+// A large copy that is a memcpy
 // (host to host, dense) is queued, in chunks, to a work share: a helper thread copies while the
 // training thread goes on capturing (pickling, the next item), and finish() returns once every copy
 // is done. The memory is read when the chunk is copied, within save(): what one tracked object's
@@ -25,14 +69,20 @@ namespace hydro {
 // at once.
 class TensorPool {
  public:
+  TensorPool() : device_(device_calls()) {}
   // The pool's copy of `t` under `key`, allocated at the first use and reused.
   torch::Tensor copy(const std::string& key, const torch::Tensor& t);
   // dst.copy_(src), queued like copy()'s (dst is a reused buffer; both memories are held until
   // copied).
   void copy_into(const torch::Tensor& dst, const torch::Tensor& src);
   // Returns once every queued copy is done; rethrows a copy's error.
-  void finish() { share_.finish(); }
+  void finish();
   size_t bytes() const;
+  // Host memory for the copy of `src` where it is a device tensor (pinned: the Python binding's
+  // slots); undefined for any other.
+  torch::Tensor device_buffer(const torch::Tensor& src);
+  // Whether a device's tensors can be here: then a sync save stages too (tracked.h's write_item).
+  bool stages_device_tensors() const { return device_.present(); }
 
   // While one lives, copy_for_checkpoint() on this thread queues to `pool`; it ends with every
   // copy done (finish(), whose errors it drops if nobody called it first).
@@ -54,6 +104,7 @@ class TensorPool {
  private:
   std::unordered_map<std::string, torch::Tensor> slots_;
   WorkShare share_;
+  DeviceCopies device_;
 };
 
 // A tracked item as captured: an archive writer over copies, the serialized bytes, or a stream

@@ -218,8 +218,18 @@ const TrackedItem& rng_item() {
   return item;
 }
 
-Status write_item(CheckpointWriter& writer, const TrackedItem& item) {
-  return write_streamed(writer, item.name + ".pt", item.write);
+Status write_item(CheckpointWriter& writer, const TrackedItem& item, TensorPool* pool) {
+  const std::string file = item.name + ".pt";
+  if (!pool || !pool->stages_device_tensors()) return write_streamed(writer, file, item.write);
+  Captured copy;
+  try {
+    TensorPool::Capturing capturing(*pool);
+    copy = item.capture(*pool);
+    capturing.finish();
+  } catch (const std::exception& e) {
+    return Status::io("copying the state of " + file + " to host memory: " + e.what());
+  }
+  return write_captured(writer, file, copy);
 }
 
 Status write_captured(CheckpointWriter& writer, const std::string& file, const Captured& c) {

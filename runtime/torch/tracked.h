@@ -47,8 +47,11 @@ TrackedItem stream_item(const std::string& name, StreamWriter write, std::functi
 // hooks, so no CUDA headers are needed). Written after the tracked items, and read after them.
 const TrackedItem& rng_item();
 
-// One item's file, NAME.pt, streamed into a checkpoint.
-Status write_item(CheckpointWriter& writer, const TrackedItem& item);
+// One item's file, NAME.pt, streamed into a checkpoint. Where `pool` stages device tensors (a
+// device is there), the item is captured into it first, every device tensor's copy queued at once
+// into its pinned slots and waited for (issue 58), and the copy is written: torch's own writer
+// would copy each tensor on its turn, into pageable memory.
+Status write_item(CheckpointWriter& writer, const TrackedItem& item, TensorPool* pool = nullptr);
 // Captured state to a checkpoint file.
 Status write_captured(CheckpointWriter& writer, const std::string& file, const Captured& c);
 

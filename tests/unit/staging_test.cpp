@@ -1,7 +1,8 @@
 // Issue 58: the host side of a checkpoint of device tensors (hydro/staging.h), over a CPU stand-in
 // for the copy stream: copies are queued, and run in order only when a wait asks for one (as a
-// stream's event is waited for). So a test sees which copies a write waited for, and that the
-// others were still queued behind it. The CUDA calls run on a GPU machine only (scripts/gpu-check).
+// stream's event is waited for). So a test sees that a save's copies were all queued before any
+// was waited for. The CUDA calls run on a GPU machine only (scripts/gpu-check); the torch side
+// over a stand-in is tests/unit/device_copies_test.cpp.
 #include "hydro/staging.h"
 
 #include <gtest/gtest.h>
@@ -17,52 +18,35 @@ namespace {
 constexpr uint64_t kMiB = 1ull << 20;
 constexpr uint64_t kGiB = 1ull << 30;
 
-// Device tensors (host buffers here) and a stream whose queued copies run, in order, when waited for.
+// A stream whose queued copies run, in order, when waited for.
 struct StandInStream {
-  std::vector<std::vector<char>> tensors;
-  std::vector<std::pair<size_t, void*>> queued;
-  size_t ran = 0;  // the first `ran` queued copies have run
   std::vector<std::string> calls, logs;
-  std::string fail;  // "pin", "copy_out" or "wait": fails for item `fail_item` (pin: always)
-  size_t fail_item = 0;
+  std::string fail;  // "pin", "queue" or "wait": fails for copy `fail_copy` (pin: always)
+  size_t fail_copy = 0;
   uint64_t host = 64 * kGiB;
-  int pins = 0;
+  std::vector<uint64_t> unpinned;
 
-  explicit StandInStream(std::vector<uint64_t> sizes) {
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      tensors.emplace_back(sizes[i], static_cast<char>('a' + i));
-      if (!tensors.back().empty()) tensors.back()[0] = static_cast<char>('A' + i);
-    }
-  }
-  std::vector<uint64_t> sizes() const {
-    std::vector<uint64_t> out;
-    for (const auto& t : tensors) out.push_back(t.size());
-    return out;
-  }
   StagingCalls calls_for() {
     StagingCalls c;
     c.pin = [this](uint64_t bytes, void** host_memory) {
-      calls.push_back("pin");
+      calls.push_back("pin " + std::to_string(bytes));
       if (fail == "pin") return Status::io("cudaHostAlloc: out of memory");
       *host_memory = new char[bytes];
-      ++pins;
       return Status::OK();
     };
-    c.unpin = [](void* host_memory, uint64_t) { delete[] static_cast<char*>(host_memory); };
+    c.unpin = [this](void* host_memory, uint64_t bytes) {
+      unpinned.push_back(bytes);
+      delete[] static_cast<char*>(host_memory);
+    };
     c.host_available = [this] { return HostRoom{host, "memory.max of /slurm/job_1"}; };
-    c.copy_out = [this](size_t item, void* to) {
-      calls.push_back("copy_out " + std::to_string(item));
-      if (fail == "copy_out" && item == fail_item) return Status::io("cudaMemcpyAsync: invalid argument");
-      queued.emplace_back(item, to);
+    c.queue = [this](size_t copy) {
+      calls.push_back("queue " + std::to_string(copy));
+      if (fail == "queue" && copy == fail_copy) return Status::io("cudaMemcpyAsync: invalid argument");
       return Status::OK();
     };
-    c.wait = [this](size_t item) {
-      calls.push_back("wait " + std::to_string(item));
-      while (ran < queued.size() && queued[ran].first <= item) {
-        const auto& [i, to] = queued[ran++];
-        std::memcpy(to, tensors[i].data(), tensors[i].size());
-      }
-      if (fail == "wait" && item == fail_item) return Status::io("cudaEventSynchronize: an illegal memory access");
+    c.wait = [this](size_t copy) {
+      calls.push_back("wait " + std::to_string(copy));
+      if (fail == "wait" && copy == fail_copy) return Status::io("cudaEventSynchronize: an illegal memory access");
       return Status::OK();
     };
     return c;
@@ -70,115 +54,101 @@ struct StandInStream {
   Staging staging() {
     return Staging(calls_for(), [this](const std::string& line) { logs.push_back(line); });
   }
-  bool landed(const Staging& s, size_t item) const {
-    return std::memcmp(s.slot(item), tensors[item].data(), tensors[item].size()) == 0;
-  }
 };
 
 using Calls = std::vector<std::string>;
 
-TEST(Staging, AWriteWaitsForTheCopyOfItsOwnBytesOnlyWhileTheNextOnesCopy) {
-  StandInStream d({5000, 3 * kMiB, 100});
+TEST(Staging, EveryCopyOfASaveIsQueuedBeforeAnyIsWaitedForInOrder) {
+  StandInStream d;
   Staging s = d.staging();
-  ASSERT_TRUE(s.stage(d.sizes()).ok());
-  EXPECT_EQ(d.calls, (Calls{"pin", "copy_out 0", "copy_out 1", "copy_out 2"})) << "every copy queued at once";
-  EXPECT_TRUE(s.pinned());
-  char header[16] = {};
-  ASSERT_TRUE(s.ready(header, sizeof header).ok());
-  EXPECT_EQ(d.ran, 0u) << "a file's own bytes wait for no copy";
-  ASSERT_TRUE(s.ready(s.slot(0), 5000).ok());
-  EXPECT_EQ(d.ran, 1u) << "the write of the first tensor goes on while the others still copy";
-  EXPECT_TRUE(d.landed(s, 0));
-  ASSERT_TRUE(s.ready(s.slot(2), 100).ok());
-  EXPECT_TRUE(d.landed(s, 1) && d.landed(s, 2));
-  d.calls.clear();
-  ASSERT_TRUE(s.ready(s.slot(1) + 10, 20).ok());
-  ASSERT_TRUE(s.finish().ok());
-  EXPECT_EQ(d.calls, (Calls{"wait 1"})) << "each copy is waited for once";
-}
-
-TEST(Staging, BytesAcrossTwoSlotsWaitForBoth) {
-  StandInStream d({5000, 3000, 100});
-  Staging s = d.staging();
-  ASSERT_TRUE(s.stage(d.sizes()).ok());
-  ASSERT_TRUE(s.ready(s.slot(0) + 4000, static_cast<size_t>(s.slot(1) - s.slot(0))).ok());
-  EXPECT_EQ(d.calls, (Calls{"pin", "copy_out 0", "copy_out 1", "copy_out 2", "wait 0", "wait 1"}));
-  EXPECT_EQ(s.slot(1) - s.slot(0), 8192) << "each slot starts on a page";
-}
-
-TEST(Staging, TheArenaIsPinnedOnceAndReusedBySavesThatFit) {
-  StandInStream d({2 * kMiB, kMiB});
-  Staging s = d.staging();
-  for (int save = 0; save < 3; ++save) {
-    ASSERT_TRUE(s.stage(d.sizes()).ok());
+  for (int save = 0; save < 2; ++save) {
+    d.calls.clear();
+    ASSERT_TRUE(s.queue(5000).ok());
+    ASSERT_TRUE(s.queue(3 * kMiB).ok());
+    ASSERT_TRUE(s.queue(100).ok());
+    EXPECT_EQ(s.queued(), 3u);
     ASSERT_TRUE(s.finish().ok());
-    EXPECT_TRUE(d.landed(s, 0) && d.landed(s, 1)) << "save " << save;
+    EXPECT_EQ(d.calls, (Calls{"queue 0", "queue 1", "queue 2", "wait 0", "wait 1", "wait 2"})) << "save " << save;
+    EXPECT_EQ(s.queued(), 0u) << "each save numbers its copies from 0";
   }
-  EXPECT_EQ(d.pins, 1);
-  EXPECT_EQ(s.pool().capacity(), 3 * kMiB + 3 * kMiB / 8) << "an eighth more than it needs";
-  d.tensors = StandInStream({8 * kMiB}).tensors;
-  ASSERT_TRUE(s.stage(d.sizes()).ok());
+  d.calls.clear();
   ASSERT_TRUE(s.finish().ok());
-  EXPECT_EQ(d.pins, 2) << "a save that needs more pins anew";
-  EXPECT_TRUE(d.landed(s, 0));
+  EXPECT_TRUE(d.calls.empty()) << "each copy is waited for once";
+}
+
+TEST(Staging, ABufferIsPinnedToItsSizeAndGivenBackByItsLastOwner) {
+  StandInStream d;
+  std::shared_ptr<char> kept;
+  {
+    Staging s = d.staging();
+    bool pinned = false;
+    kept = s.buffer(3 * kMiB, &pinned);
+    ASSERT_TRUE(kept && pinned);
+    EXPECT_EQ(d.calls, (Calls{"pin 3145728"}));
+    EXPECT_EQ(s.pinned_bytes(), 3 * kMiB);
+    std::memset(kept.get(), 7, 3 * kMiB);
+  }
+  EXPECT_TRUE(d.unpinned.empty()) << "the buffer outlives the Staging that made it";
+  kept.reset();
+  EXPECT_EQ(d.unpinned, (std::vector<uint64_t>{3 * kMiB}));
+  EXPECT_TRUE(d.logs.empty());
 }
 
 TEST(Staging, APinThatFailsFallsBackToPageableMemorySaidOnce) {
-  StandInStream d({3 * kMiB, 4096});
+  StandInStream d;
   d.fail = "pin";
   Staging s = d.staging();
-  for (int save = 0; save < 2; ++save) {
-    ASSERT_TRUE(s.stage(d.sizes()).ok());
-    ASSERT_TRUE(s.finish().ok());
-    EXPECT_TRUE(d.landed(s, 0) && d.landed(s, 1));
+  bool pinned = true;
+  for (int i = 0; i < 3; ++i) {
+    std::shared_ptr<char> b = s.buffer(kMiB, &pinned);
+    ASSERT_TRUE(b);
+    EXPECT_FALSE(pinned);
+    std::memset(b.get(), 1, kMiB);
   }
-  EXPECT_FALSE(s.pinned());
+  EXPECT_EQ(s.pinned_bytes(), 0u);
   ASSERT_EQ(d.logs.size(), 1u);
   EXPECT_NE(d.logs[0].find("cudaHostAlloc: out of memory"), std::string::npos) << d.logs[0];
   EXPECT_NE(d.logs[0].find("pageable memory"), std::string::npos) << d.logs[0];
 }
 
 TEST(Staging, NoRoomInHostMemoryToPinIsPageableToo) {
-  StandInStream d({3 * kMiB});
+  StandInStream d;
   d.host = 2 * kMiB;  // with 1 GiB kept free, no pinned copy fits
   Staging s = d.staging();
-  ASSERT_TRUE(s.stage(d.sizes()).ok());
-  ASSERT_TRUE(s.finish().ok());
-  EXPECT_FALSE(s.pinned());
-  EXPECT_EQ(d.pins, 0);
-  EXPECT_TRUE(d.landed(s, 0));
+  bool pinned = true;
+  ASSERT_TRUE(s.buffer(3 * kMiB, &pinned));
+  EXPECT_FALSE(pinned);
+  EXPECT_TRUE(d.calls.empty()) << "nothing pinned";
   ASSERT_EQ(d.logs.size(), 1u);
   EXPECT_NE(d.logs[0].find("memory.max of /slurm/job_1"), std::string::npos) << d.logs[0];
 }
 
-TEST(Staging, ACopyThatCannotBeQueuedIsAnErrorAndThoseBeforeItAreWaitedFor) {
-  StandInStream d({4096, 4096, 4096});
-  d.fail = "copy_out";
-  d.fail_item = 1;
+TEST(Staging, ACopyThatCannotBeQueuedIsNamedAndThoseBeforeItAreWaitedFor) {
+  StandInStream d;
+  d.fail = "queue";
+  d.fail_copy = 1;
   Staging s = d.staging();
-  Status st = s.stage(d.sizes());
+  ASSERT_TRUE(s.queue(4096).ok());
+  Status st = s.queue(4096);
   ASSERT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("tensor 1"), std::string::npos) << st.message();
-  EXPECT_EQ(d.calls, (Calls{"pin", "copy_out 0", "copy_out 1", "wait 0"})) << "none left running into the arena";
-  EXPECT_FALSE(s.ready(s.slot(0), 10).ok()) << "a save that failed writes nothing";
+  EXPECT_NE(st.message().find("device tensor 1"), std::string::npos) << st.message();
+  ASSERT_TRUE(s.finish().ok());
+  EXPECT_EQ(d.calls, (Calls{"queue 0", "queue 1", "wait 0"})) << "none left running, none waited for twice";
 }
 
-TEST(Staging, ACopyThatFailsFailsTheWriteOfItsBytesAndEveryLaterOne) {
-  StandInStream d({4096, 4096, 4096});
+TEST(Staging, ACopyThatFailsFailsTheSaveAndTheNextStartsAfresh) {
+  StandInStream d;
   d.fail = "wait";
-  d.fail_item = 1;
+  d.fail_copy = 1;
   Staging s = d.staging();
-  ASSERT_TRUE(s.stage(d.sizes()).ok());
-  ASSERT_TRUE(s.ready(s.slot(0), 4096).ok());
-  Status st = s.ready(s.slot(1), 4096);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(s.queue(4096).ok());
+  Status st = s.finish();
   ASSERT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("the copy of tensor 1"), std::string::npos) << st.message();
-  EXPECT_FALSE(s.ready(s.slot(2), 4096).ok());
-  EXPECT_FALSE(s.finish().ok());
+  EXPECT_NE(st.message().find("the copy of device tensor 1"), std::string::npos) << st.message();
+  EXPECT_EQ(d.calls.back(), "wait 2") << "the copies after the failed one are waited for too";
   d.fail.clear();
-  ASSERT_TRUE(s.stage(d.sizes()).ok()) << "a later save starts afresh";
-  ASSERT_TRUE(s.finish().ok());
-  EXPECT_TRUE(d.landed(s, 1));
+  ASSERT_TRUE(s.queue(4096).ok());
+  EXPECT_TRUE(s.finish().ok());
 }
 
 }  // namespace

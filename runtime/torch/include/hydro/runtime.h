@@ -141,7 +141,7 @@ class Runtime {
   // HYDRO_ASYNC_COPY=behind, for a caller that waits for the copies (wait_copies()) before the
   // tracked tensors change (the binding does before every optimizer step): from then on, an async
   // save() returns once the state is captured, its copies still running on the helper thread.
-  void copy_behind() { copy_behind_ = settings_.copy_behind && pool_ != nullptr; }
+  void copy_behind() { copy_behind_ = settings_.copy_behind && settings_.mode == CheckpointMode::async; }
   // Returns once the last async save's copies are made (at once when none is pending, and in a
   // child forked meanwhile: it has no helper thread to make them, and never writes them).
   void wait_copies();
@@ -187,7 +187,7 @@ class Runtime {
   std::unique_ptr<CheckpointGroup> group_;  // sync modes with several ranks; async after every_rank_writes()
   std::unique_ptr<RankStore> save_store_;   // every_rank_writes(): the async saves' own connection,
   std::unique_ptr<CheckpointGroup> saver_;  // and their group, used on the background thread only
-  std::unique_ptr<TensorPool> pool_;        // async mode: host copies, reused
+  std::unique_ptr<TensorPool> pool_;        // host copies, reused: async saves', device tensors'
   BackgroundJob persist_;                   // async mode: the write in flight
   bool copy_behind_ = false;                // copy_behind(): save() leaves the copies running
   std::shared_future<void> copies_;         // and they are made when this is ready
@@ -223,6 +223,9 @@ void atomic_save(const Value& value, const std::string& path) {
 // Python binding's snapshots) a large host copy is queued: a helper thread shares it, and save()
 // returns once it is done. Anywhere else it copies now.
 void copy_for_checkpoint(const torch::Tensor& dst, const torch::Tensor& src);
+// Host memory for a snapshot's reused copy of `src`, a device tensor, inside a save's capture on
+// this thread: pinned where it fits (issue 58). Undefined for any other tensor, or elsewhere.
+torch::Tensor checkpoint_buffer(const torch::Tensor& src);
 
 // Pausing without a Runtime, for a program that was not changed (the Python hook that
 // --hydro-pause=on loads when torch is imported): installs the handlers of HYDRO_SIGNALS' pause and

@@ -1,0 +1,197 @@
+// Issue 58: a checkpoint's copies of device tensors (snapshot.h's DeviceCopies and TensorPool),
+// through the Runtime's sync and async saves, over a CPU stand-in for the device: no GPU is in CI.
+// Its "device tensors" are the double ones. A copy is queued with its destination poisoned (NaN)
+// and runs only when waited for, in order, as on a stream: a file written before its copies were
+// waited for would hold NaNs. The CUDA calls themselves run in scripts/gpu-check.
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fault_fs.h"
+#include "hydro/checkpoint_dir.h"
+#include "hydro/runtime.h"
+#include "runtime_fixture.h"
+#include "snapshot.h"
+
+namespace hydro {
+namespace {
+
+using test::same_bits;
+
+struct StandInDevice {
+  std::mutex mu;
+  int pins = 0, queued = 0, waited = 0;
+  bool present = true, fail_pin = false;
+  int fail_wait = -1;  // the copy number whose wait fails, once
+
+  DeviceCopyCalls calls() {
+    auto stream = std::make_shared<std::vector<std::pair<torch::Tensor, torch::Tensor>>>();
+    DeviceCopyCalls c;
+    c.present = [this] { return present; };
+    c.takes = [](const torch::Tensor& t) { return t.scalar_type() == torch::kDouble; };
+    c.pin = [this](uint64_t bytes, void** host) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (fail_pin) return Status::io("cudaHostAlloc: out of memory");
+      ++pins;
+      *host = new char[bytes];
+      return Status::OK();
+    };
+    c.unpin = [](void* host, uint64_t) { delete[] static_cast<char*>(host); };
+    c.queue = [this, stream](size_t copy, const torch::Tensor& dst, const torch::Tensor& src) {
+      std::lock_guard<std::mutex> lock(mu);
+      ++queued;
+      if (stream->size() <= copy) stream->resize(copy + 1);
+      (*stream)[copy] = {dst, src.clone()};  // what the tensor held when the copy was queued
+      dst.fill_(std::numeric_limits<double>::quiet_NaN());
+      return Status::OK();
+    };
+    c.wait = [this, stream](size_t copy) {
+      std::lock_guard<std::mutex> lock(mu);
+      ++waited;
+      if (static_cast<int>(copy) == fail_wait) {
+        fail_wait = -1;
+        return Status::io("cudaEventSynchronize: an illegal memory access was encountered");
+      }
+      (*stream)[copy].first.copy_((*stream)[copy].second);
+      return Status::OK();
+    };
+    return c;
+  }
+};
+
+class DeviceCopiesTest : public test::RuntimeTest {
+ protected:
+  void SetUp() override {
+    test::RuntimeTest::SetUp();
+    set_device_calls_for_tests([this] { return device.calls(); });
+  }
+  void TearDown() override {
+    set_device_calls_for_tests(nullptr);
+    test::RuntimeTest::TearDown();
+  }
+  // A model and AdamW on the stand-in's device (doubles), one step taken: 4 parameters, 8 states.
+  void train() {
+    torch::manual_seed(3);
+    model->to(torch::kDouble);
+    opt = std::make_unique<torch::optim::AdamW>(model->parameters());
+    torch::Tensor loss = model->forward(torch::randn({16, 8}, torch::kDouble)).pow(2).mean();
+    loss.backward();
+    opt->step();
+  }
+  // The model as the newest checkpoint under `dir` holds it.
+  torch::nn::Sequential resumed(const std::string& dir) {
+    auto fresh = test::make_model();
+    fresh->to(torch::kDouble);
+    Runtime rt(settings(dir));
+    rt.track("model", *fresh);
+    EXPECT_GE(rt.resume(), 0);
+    return fresh;
+  }
+  bool same_model(const torch::nn::Sequential& a, const torch::nn::Sequential& b) {
+    for (size_t i = 0; i < a->parameters().size(); ++i)
+      if (!same_bits(a->parameters()[i], b->parameters()[i])) return false;
+    return true;
+  }
+
+  StandInDevice device;
+  torch::nn::Sequential model = test::make_model();
+  std::unique_ptr<torch::optim::AdamW> opt;
+};
+
+constexpr int kDeviceTensors = 4 + 8;  // parameters, and AdamW's exp_avg and exp_avg_sq of each
+
+TEST_F(DeviceCopiesTest, ASyncSaveQueuesEveryCopyWaitsForThemAndWritesTheirBytes) {
+  test::TempDir dir;
+  train();
+  {
+    Runtime rt(settings(dir.path + "/ck"));
+    rt.track("model", *model);
+    rt.track("opt", *opt);
+    rt.save(1);
+    EXPECT_EQ(device.queued, kDeviceTensors);
+    EXPECT_EQ(device.waited, kDeviceTensors);
+    EXPECT_EQ(device.pins, kDeviceTensors) << "host memory for each copy, pinned";
+    rt.save(2);
+    EXPECT_EQ(device.pins, kDeviceTensors) << "and reused by the next save";
+    EXPECT_EQ(device.queued, 2 * kDeviceTensors);
+  }
+  auto back = resumed(dir.path + "/ck");
+  EXPECT_TRUE(same_model(model, back)) << "no NaN of a copy not yet made, bit for bit";
+}
+
+TEST_F(DeviceCopiesTest, AnAsyncSaveStagesTheSameWay) {
+  test::TempDir dir;
+  train();
+  Settings s = settings(dir.path + "/ck");
+  s.mode = CheckpointMode::async;
+  std::vector<torch::Tensor> at_save;
+  {
+    Runtime rt(s);
+    rt.track("model", *model);
+    rt.track("opt", *opt);
+    rt.save(1);
+    EXPECT_EQ(device.waited, kDeviceTensors) << "the copies are made before training goes on";
+    for (const auto& p : model->parameters()) at_save.push_back(p.clone());
+    model->parameters()[0].data().add_(1);  // training goes on: the checkpoint holds the state at save
+    rt.wait_idle();
+  }
+  auto back = resumed(dir.path + "/ck");
+  for (size_t i = 0; i < at_save.size(); ++i) EXPECT_TRUE(same_bits(at_save[i], back->parameters()[i])) << i;
+}
+
+TEST_F(DeviceCopiesTest, HostMemoryThatCannotBePinnedIsPageableAndTheSaveTheSame) {
+  test::TempDir dir;
+  train();
+  device.fail_pin = true;
+  {
+    Runtime rt(settings(dir.path + "/ck"));
+    rt.track("model", *model);
+    rt.save(1);
+  }
+  EXPECT_EQ(device.pins, 0);
+  EXPECT_EQ(device.queued, 4) << "the copies still go through the device's stream";
+  auto back = resumed(dir.path + "/ck");
+  EXPECT_TRUE(same_model(model, back));
+}
+
+TEST_F(DeviceCopiesTest, ACopyThatFailsFailsTheSaveByItsFileAndTheNextSaveWorks) {
+  test::TempDir dir;
+  train();
+  device.fail_wait = 1;
+  Runtime rt(settings(dir.path + "/ck"));
+  rt.track("model", *model);
+  try {
+    rt.save(1);
+    ADD_FAILURE() << "the save went on with a copy that failed";
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("model.pt"), std::string::npos) << what;
+    EXPECT_NE(what.find("device tensor 1"), std::string::npos) << what;
+    EXPECT_NE(what.find("illegal memory access"), std::string::npos) << what;
+  }
+  EXPECT_TRUE(CheckpointDir(dir.path + "/ck").list().empty()) << "no checkpoint of a failed copy";
+  rt.save(2);
+  ASSERT_EQ(CheckpointDir(dir.path + "/ck").list().size(), 1u);
+}
+
+TEST_F(DeviceCopiesTest, WithNoDeviceASyncSaveIsTorchsOwn) {
+  test::TempDir dir;
+  train();
+  device.present = false;
+  {
+    Runtime rt(settings(dir.path + "/ck"));
+    rt.track("model", *model);
+    rt.save(1);
+  }
+  EXPECT_EQ(device.queued, 0);
+  auto back = resumed(dir.path + "/ck");
+  EXPECT_TRUE(same_model(model, back));
+}
+
+}  // namespace
+}  // namespace hydro
