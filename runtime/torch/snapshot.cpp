@@ -217,8 +217,6 @@ class Shadow : public torch::optim::Optimizer {
   void load(torch::serialize::InputArchive&) override {}
 };
 
-torch::Tensor copy_if(TensorPool& pool, const std::string& key, const torch::Tensor& t) { return pool.copy(key, t); }
-
 // An optimizer's state key: libtorch 1.x keys it by the parameter's address as text, 2.x by the
 // address itself. Either names the parameter's copy slot.
 template <typename Key>
@@ -231,12 +229,13 @@ std::string state_key(const Key& k) {
 }
 
 template <typename State, typename Options>
-Captured capture_typed(const std::string& key, torch::optim::Optimizer& live,
-                       const std::function<void(State&, const std::string&)>& deep) {
+Captured capture_typed(const std::string& key, torch::optim::Optimizer& live, TensorPool& pool) {
   auto shadow = std::make_shared<Shadow>(live);
   for (const auto& [k, s] : live.state()) {
     auto c = std::make_unique<State>(static_cast<const State&>(*s));
-    deep(*c, key + "/" + state_key(k));
+    const std::string slot = key + "/" + state_key(k);
+    for_each_state_tensor(
+        *c, [&](const std::string& name, const torch::Tensor& t) { return pool.copy(slot + "/" + name, t); });
     shadow->state()[k] = std::move(c);
   }
   return {[shadow](torch::serialize::OutputArchive& a) { torch::optim::serialize<State, Options>(a, *shadow); },
@@ -246,6 +245,30 @@ Captured capture_typed(const std::string& key, torch::optim::Optimizer& live,
 
 }  // namespace
 
+bool for_each_state_tensor(torch::optim::OptimizerParamState& s, const StateTensorFn& f) {
+  using namespace torch::optim;
+  if (auto* sgd = dynamic_cast<SGDParamState*>(&s)) {
+    sgd->momentum_buffer(f("momentum_buffer", sgd->momentum_buffer()));
+  } else if (auto* adam = dynamic_cast<AdamParamState*>(&s)) {
+    adam->exp_avg(f("exp_avg", adam->exp_avg()));
+    adam->exp_avg_sq(f("exp_avg_sq", adam->exp_avg_sq()));
+    adam->max_exp_avg_sq(f("max_exp_avg_sq", adam->max_exp_avg_sq()));
+  } else if (auto* adamw = dynamic_cast<AdamWParamState*>(&s)) {
+    adamw->exp_avg(f("exp_avg", adamw->exp_avg()));
+    adamw->exp_avg_sq(f("exp_avg_sq", adamw->exp_avg_sq()));
+    adamw->max_exp_avg_sq(f("max_exp_avg_sq", adamw->max_exp_avg_sq()));
+  } else if (auto* rms = dynamic_cast<RMSpropParamState*>(&s)) {
+    rms->square_avg(f("square_avg", rms->square_avg()));
+    rms->momentum_buffer(f("momentum_buffer", rms->momentum_buffer()));
+    rms->grad_avg(f("grad_avg", rms->grad_avg()));
+  } else if (auto* ada = dynamic_cast<AdagradParamState*>(&s)) {
+    ada->sum(f("sum", ada->sum()));
+  } else {
+    return false;
+  }
+  return true;
+}
+
 Captured capture_module(const std::string& key, const torch::nn::Module& module, TensorPool& pool) {
   auto img = image_of(key, module, pool);
   return {[img](torch::serialize::OutputArchive& a) { img->write(a); }, nullptr, {}};
@@ -253,31 +276,11 @@ Captured capture_module(const std::string& key, const torch::nn::Module& module,
 
 Captured capture_optimizer(const std::string& key, torch::optim::Optimizer& o, TensorPool& pool) {
   using namespace torch::optim;
-  if (dynamic_cast<SGD*>(&o))
-    return capture_typed<SGDParamState, SGDOptions>(key, o, [&](SGDParamState& s, const std::string& k) {
-      s.momentum_buffer(copy_if(pool, k + "/momentum_buffer", s.momentum_buffer()));
-    });
-  if (dynamic_cast<Adam*>(&o))
-    return capture_typed<AdamParamState, AdamOptions>(key, o, [&](AdamParamState& s, const std::string& k) {
-      s.exp_avg(copy_if(pool, k + "/exp_avg", s.exp_avg()));
-      s.exp_avg_sq(copy_if(pool, k + "/exp_avg_sq", s.exp_avg_sq()));
-      s.max_exp_avg_sq(copy_if(pool, k + "/max_exp_avg_sq", s.max_exp_avg_sq()));
-    });
-  if (dynamic_cast<AdamW*>(&o))
-    return capture_typed<AdamWParamState, AdamWOptions>(key, o, [&](AdamWParamState& s, const std::string& k) {
-      s.exp_avg(copy_if(pool, k + "/exp_avg", s.exp_avg()));
-      s.exp_avg_sq(copy_if(pool, k + "/exp_avg_sq", s.exp_avg_sq()));
-      s.max_exp_avg_sq(copy_if(pool, k + "/max_exp_avg_sq", s.max_exp_avg_sq()));
-    });
-  if (dynamic_cast<RMSprop*>(&o))
-    return capture_typed<RMSpropParamState, RMSpropOptions>(key, o, [&](RMSpropParamState& s, const std::string& k) {
-      s.square_avg(copy_if(pool, k + "/square_avg", s.square_avg()));
-      s.momentum_buffer(copy_if(pool, k + "/momentum_buffer", s.momentum_buffer()));
-      s.grad_avg(copy_if(pool, k + "/grad_avg", s.grad_avg()));
-    });
-  if (dynamic_cast<Adagrad*>(&o))
-    return capture_typed<AdagradParamState, AdagradOptions>(
-        key, o, [&](AdagradParamState& s, const std::string& k) { s.sum(copy_if(pool, k + "/sum", s.sum())); });
+  if (dynamic_cast<SGD*>(&o)) return capture_typed<SGDParamState, SGDOptions>(key, o, pool);
+  if (dynamic_cast<Adam*>(&o)) return capture_typed<AdamParamState, AdamOptions>(key, o, pool);
+  if (dynamic_cast<AdamW*>(&o)) return capture_typed<AdamWParamState, AdamWOptions>(key, o, pool);
+  if (dynamic_cast<RMSprop*>(&o)) return capture_typed<RMSpropParamState, RMSpropOptions>(key, o, pool);
+  if (dynamic_cast<Adagrad*>(&o)) return capture_typed<AdagradParamState, AdagradOptions>(key, o, pool);
   return capture_bytes([&o](torch::serialize::OutputArchive& a) { o.save(a); });
 }
 

@@ -115,6 +115,12 @@ struct Captured {
   StreamWriter stream;
 };
 
+// Replaces each tensor of one parameter's optimizer state (SGD, Adam, AdamW, RMSprop, Adagrad:
+// an undefined one too, as a state without max_exp_avg_sq has) with f(its name, it). False, and
+// nothing done, for any other kind of state.
+using StateTensorFn = std::function<torch::Tensor(const std::string& name, const torch::Tensor& t)>;
+bool for_each_state_tensor(torch::optim::OptimizerParamState& s, const StateTensorFn& f);
+
 Captured capture_module(const std::string& key, const torch::nn::Module& module, TensorPool& pool);
 // SGD, Adam, AdamW, RMSprop and Adagrad are copied tensor by tensor; other optimizers are
 // serialized to memory on the calling thread.

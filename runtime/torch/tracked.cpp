@@ -6,7 +6,11 @@
 #include <cctype>
 #include <map>
 #include <mutex>
+#include <sstream>
 #include <stdexcept>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "hydro/log.h"
 
@@ -27,11 +31,60 @@ std::string shape_text(const std::vector<int64_t>& v) {
   return s + "]";
 }
 
+// A loaded tensor's device is the one it was saved from, and libtorch's read moves the tensor it
+// loads into there (set_data). A checkpoint's copies of device tensors are host tensors (a staged
+// save's, an async one's): each goes back to the device it was on before the load.
+void back_to(const std::vector<std::pair<torch::Tensor, torch::Device>>& devices) {
+  torch::NoGradGuard no_grad;
+  for (const auto& [t, device] : devices)
+    if (t.defined() && t.device() != device) t.set_data(t.to(device));
+}
+
+std::vector<std::pair<torch::Tensor, torch::Device>> devices_of(const torch::nn::Module& module) {
+  std::vector<std::pair<torch::Tensor, torch::Device>> v;
+  for (const auto& p : module.parameters()) v.emplace_back(p, p.device());
+  for (const auto& b : module.buffers()) v.emplace_back(b, b.device());
+  return v;
+}
+
+// libtorch's key for a parameter's optimizer state: its TensorImpl's address (2.x), or that
+// address as text (1.x).
+template <typename Key>
+Key state_key_of(const torch::Tensor& p) {
+  if constexpr (std::is_pointer_v<Key>) {
+    return p.unsafeGetTensorImpl();
+  } else {
+    std::ostringstream text;  // as 1.x's c10::guts::to_string writes it
+    text << p.unsafeGetTensorImpl();
+    return text.str();
+  }
+}
+
+// Optimizer::load keeps each state tensor where the checkpoint's was: each goes to its parameter's
+// device, as Python's load_state_dict does.
+void load_optimizer_by_params(torch::optim::Optimizer& optimizer, torch::serialize::InputArchive& a) {
+  optimizer.load(a);
+  using Key = std::decay_t<decltype(optimizer.state().begin()->first)>;
+  std::map<Key, torch::Device> device_of;
+  for (const auto& group : optimizer.param_groups())
+    for (const auto& p : group.params()) device_of.emplace(state_key_of<Key>(p), p.device());
+  torch::NoGradGuard no_grad;
+  for (auto& [key, state] : optimizer.state()) {
+    auto it = device_of.find(key);
+    if (it == device_of.end()) continue;
+    for_each_state_tensor(*state, [&](const std::string&, const torch::Tensor& t) {
+      return t.defined() && t.device() != it->second ? t.to(it->second) : t;
+    });
+  }
+}
+
 // Module::load replaces each tensor with the saved one, whatever its shape: a checkpoint of
 // another model must be an error that names the tensor, not a model that silently changed.
 void load_module_checked(torch::nn::Module& module, torch::serialize::InputArchive& a) {
   auto before = tensor_shapes(module);
+  const auto devices = devices_of(module);
   module.load(a);
+  back_to(devices);
   std::map<std::string, std::vector<int64_t>> after;
   for (auto& [key, shape] : tensor_shapes(module)) after[key] = std::move(shape);
   for (const auto& [key, shape] : before) {
@@ -102,7 +155,8 @@ TrackedItem module_item(const std::string& name, torch::nn::Module& module) {
 
 TrackedItem optimizer_item(const std::string& name, torch::optim::Optimizer& optimizer) {
   return archive_item(
-      name, [&optimizer](auto& a) { optimizer.save(a); }, [&optimizer](auto& a) { optimizer.load(a); },
+      name, [&optimizer](auto& a) { optimizer.save(a); },
+      [&optimizer](auto& a) { load_optimizer_by_params(optimizer, a); },
       [&optimizer, name](TensorPool& pool) { return capture_optimizer(name, optimizer, pool); });
 }
 
@@ -113,7 +167,12 @@ TrackedItem sampler_item(const std::string& name, torch::data::samplers::Sampler
 
 TrackedItem tensor_item(const std::string& name, torch::Tensor& tensor) {
   return archive_item(
-      name, [&tensor](auto& a) { a.write("tensor", tensor); }, [&tensor](auto& a) { a.read("tensor", tensor); },
+      name, [&tensor](auto& a) { a.write("tensor", tensor); },
+      [&tensor](auto& a) {
+        const std::vector<std::pair<torch::Tensor, torch::Device>> before{{tensor, tensor.device()}};
+        a.read("tensor", tensor);
+        back_to(before);
+      },
       [&tensor, name](TensorPool& pool) {
         torch::Tensor copy = pool.copy(name, tensor);
         return Captured{[copy](torch::serialize::OutputArchive& a) { a.write("tensor", copy); }, nullptr, {}};
