@@ -5,12 +5,12 @@ import os
 import torch
 
 
-def state(mb):
+def state(mb, device="cpu"):
     """A model whose parameters are a third of `mb` (AdamW holds two more copies), after one step."""
     n = mb * (1 << 20) // 4 // 3
     chunk = 4 << 20
     params = torch.nn.ParameterList(
-        torch.nn.Parameter(torch.randn(min(chunk, n - i))) for i in range(0, n, chunk))
+        torch.nn.Parameter(torch.randn(min(chunk, n - i), device=device)) for i in range(0, n, chunk))
     opt = torch.optim.AdamW(params.parameters(), lr=1e-3)
     for p in params:
         p.grad = torch.randn_like(p)

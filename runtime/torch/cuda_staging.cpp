@@ -77,7 +77,12 @@ struct CudaCopies {
 DeviceCopyCalls cuda_device_calls() {
   auto copies = std::make_shared<CudaCopies>();
   DeviceCopyCalls c;
-  c.present = [] { return c10::cuda::device_count() > 0; };
+  // A device this process uses (a context on it): a CPU job on a GPU machine stages nothing.
+  c.present = [] {
+    for (c10::DeviceIndex i = 0; i < c10::cuda::device_count(); ++i)
+      if (c10::cuda::hasPrimaryContext(i)) return true;
+    return false;
+  };
   c.takes = [](const torch::Tensor& t) { return t.is_cuda(); };
   c.pin = [](uint64_t bytes, void** host) {
     const cudaError_t e = cudaHostAlloc(host, bytes, cudaHostAllocDefault);

@@ -24,7 +24,7 @@ namespace hydro {
 // (cuda_staging.cpp) copy on a stream of hydro's after an event of the tensor's stream; a test's
 // stand-in copies CPU tensors it calls device ones. None is taken where `takes` is empty.
 struct DeviceCopyCalls {
-  std::function<bool()> present;                    // a device is there (checked at a save)
+  std::function<bool()> present;                    // a device this process uses (at a save)
   std::function<bool(const torch::Tensor&)> takes;  // a tensor whose copy these make
   std::function<Status(uint64_t, void**)> pin;      // as StagingCalls'
   std::function<void(void*, uint64_t)> unpin;       // ...

@@ -2,7 +2,8 @@
 // DeviceCopies, cuda_staging.cpp) into pinned host memory. Checks every byte lands, a second save
 // pins nothing new and sees the work queued before it, and prints the rate from the first copy
 // queued to the last one done beside a plain pinned copy of the same bytes and libtorch's `.cpu()`
-// (pageable), in the same run (the goal: at least 0.8 of the pinned).
+// (pageable), in the same run (the goal: at least 0.8 of the pinned). First, a C++ job's model and
+// AdamW saved (sync_any, async) and resumed: back on the device, bit for bit.
 //   hydro-staging-check [GIB [TENSORS]]   GIB of device tensors (default 4) in TENSORS (default 64)
 // `--linked` only says it was built and loads (CI, which has no GPU).
 #include <torch/torch.h>
@@ -10,9 +11,11 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
+#include "hydro/runtime.h"
 #include "snapshot.h"
 
 namespace {
@@ -41,6 +44,69 @@ double save(hydro::TensorPool& pool, const std::vector<at::Tensor>& tensors, std
   return since(start);
 }
 
+torch::nn::Sequential make_model() {
+  torch::nn::Sequential m(torch::nn::Linear(512, 1024), torch::nn::ReLU(), torch::nn::Linear(1024, 10));
+  m->to(torch::kCUDA);
+  return m;
+}
+
+void train_step(torch::nn::Sequential& m, torch::optim::Optimizer& o) {
+  o.zero_grad();
+  m->forward(torch::randn({64, 512}, torch::kCUDA)).pow(2).mean().backward();
+  o.step();
+}
+
+// A C++ job's model and AdamW on the device, saved in `mode` (its copies staged) and resumed into
+// fresh ones: back on the device, bit for bit, and a step runs.
+void resume_round_trip(hydro::CheckpointMode mode, const std::string& name) {
+  char tmpl[] = "/tmp/hydro-staging-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  torch::manual_seed(1);
+  auto model = make_model();
+  torch::optim::AdamW opt(model->parameters());
+  train_step(model, opt);
+  hydro::Settings s;
+  s.checkpoint_dir = dir + "/ck";
+  s.keep_last = 0;
+  s.mode = mode;
+  {
+    hydro::Runtime rt(s);
+    rt.track("model", *model);
+    rt.track("opt", opt);
+    rt.save(1);
+    rt.wait_idle();
+  }
+  auto fresh = make_model();
+  torch::optim::AdamW fresh_opt(fresh->parameters());
+  train_step(fresh, fresh_opt);  // other weights and states, to be replaced
+  {
+    hydro::Runtime rt(s);
+    rt.track("model", *fresh);
+    rt.track("opt", fresh_opt);
+    rt.resume();
+  }
+  bool same = true, on_device = true;
+  for (size_t i = 0; i < model->parameters().size(); ++i) {
+    same = same && torch::equal(model->parameters()[i].cpu(), fresh->parameters()[i].cpu());
+    on_device = on_device && fresh->parameters()[i].is_cuda();
+  }
+  for (auto& [key, state] : fresh_opt.state())
+    hydro::for_each_state_tensor(*state, [&](const std::string&, const torch::Tensor& t) {
+      on_device = on_device && (!t.defined() || t.is_cuda());
+      return t;
+    });
+  check(same, name + ": the resumed model is the saved one, bit for bit");
+  check(on_device, name + ": its parameters and optimizer state are back on the device");
+  try {
+    train_step(fresh, fresh_opt);
+    torch::cuda::synchronize();
+    check(true, name + ": a step runs after the resume");
+  } catch (const std::exception& e) {
+    check(false, name + ": a step after the resume: " + e.what());
+  }
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -48,6 +114,8 @@ int main(int argc, char** argv) {
     std::printf("hydro-staging-check: built, loads\n");
     return 0;
   }
+  resume_round_trip(hydro::CheckpointMode::sync_any, "sync_any");
+  resume_round_trip(hydro::CheckpointMode::async, "async");
   const double gib = argc > 1 ? std::atof(argv[1]) : 4;
   const int count = argc > 2 ? std::atoi(argv[2]) : 64;
   const int64_t each = static_cast<int64_t>(gib * (1ull << 30) / count / 4);

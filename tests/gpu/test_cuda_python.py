@@ -3,8 +3,9 @@
 # CPU-only). Checks that
 #  - a pause taken inside backward() drains the device, and with HYDRO_GPU_RELEASE=cache gives the
 #    allocator's cached memory back, before it holds the thread;
-#  - a CUDA run saved (sync and async), disturbed, and resumed in a fresh model ends bit-for-bit
-#    where an uninterrupted run does, with dropout drawing from the CUDA generator;
+#  - a CUDA run saved (sync, async, async behind: its copies staged in pinned memory), disturbed,
+#    and resumed in a fresh model ends bit-for-bit where an uninterrupted run does, with dropout
+#    drawing from the CUDA generator;
 #  - hydro.atomic_save writes CUDA tensors that plain torch.load reads back onto the device;
 #  - a CPU job on this CUDA torch pauses, resumes and saves without creating a CUDA context.
 import os
@@ -104,11 +105,14 @@ def digest(m, opt):
            [v.detach().cpu().clone() for s in opt.state_dict()["state"].values() for v in s.values()]
 
 
-@pytest.mark.parametrize("mode", ["sync_any", "async"])
+@pytest.mark.parametrize("mode", ["sync_any", "async", "behind"])
 def test_a_cuda_run_resumed_from_its_checkpoint_is_bit_identical(env, tmp_path, mode):
+    """Its device tensors' copies staged in pinned memory on hydro's stream (issue 58), in each mode;
+    behind: async, the copies running behind the next steps' forward and backward."""
     torch.use_deterministic_algorithms(True)
     env.setenv("HYDRO_CKPT_DIR", str(tmp_path))
-    env.setenv("HYDRO_CKPT_MODE", mode)
+    env.setenv("HYDRO_CKPT_MODE", "async" if mode == "behind" else mode)
+    env.setenv("HYDRO_ASYNC_COPY", "behind" if mode == "behind" else "save")
     torch.cuda.manual_seed(5)
     m, opt, sched = make()
     train(m, opt, sched, 10)
@@ -133,6 +137,7 @@ def test_a_cuda_run_resumed_from_its_checkpoint_is_bit_identical(env, tmp_path, 
             rt.track(name, obj)
         assert rt.resume() == 4
     assert all(p.device == DEV for p in m.parameters())
+    assert all(v.device == DEV for s in opt.state.values() for v in s.values() if v.dim())
     train(m, opt, sched, 6)
     got = digest(m, opt)
     assert len(got) == len(want)
