@@ -30,12 +30,20 @@ import torch
 from python_bench_state import fsync_path, state
 
 
+DEVICE = "cuda"
+
+
+def device_sync():
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
+
+
 def sync_time(fn):
-    torch.cuda.synchronize()
+    device_sync()
     os.sync()
     t = time.perf_counter()
     out = fn()
-    torch.cuda.synchronize()
+    device_sync()
     return time.perf_counter() - t, out
 
 
@@ -86,7 +94,7 @@ def pinned_stager():
         from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
     except ImportError:
         return None
-    return DefaultStager(StagingOptions(True, False, True, True))
+    return DefaultStager(StagingOptions(True, False, True, DEVICE == "cuda"))
 
 
 class Hydro:
@@ -117,7 +125,7 @@ class Hydro:
 
 def floor(tensors, d):
     """The raw copy into pinned buffers allocated once, and the raw write of their bytes."""
-    pinned = [torch.empty(t.shape, dtype=t.dtype, pin_memory=True) for t in tensors]
+    pinned = [torch.empty(t.shape, dtype=t.dtype, pin_memory=DEVICE == "cuda") for t in tensors]
 
     def copy():
         for t, b in zip(tensors, pinned):
@@ -136,7 +144,7 @@ def floor(tensors, d):
 def restart(kind, model, opt, d):
     if kind == "torch.load":
         def run():
-            sd = torch.load(os.path.join(d, "state.pt"), map_location="cuda")
+            sd = torch.load(os.path.join(d, "state.pt"), map_location=DEVICE)
             model.load_state_dict(sd["model"])
             opt.load_state_dict(sd["optimizer"])
     elif kind == "dcp.load":
@@ -147,17 +155,18 @@ def restart(kind, model, opt, d):
             opt.load_state_dict(sd["optimizer"])
     else:
         def run():
-            h = Hydro(model, opt, d, "sync")
+            h = Hydro(model, opt, d, "sync_any")
             h.rt.resume()
             h.close()
     return sync_time(run)[0]
 
 
 def bench(gb, rounds, top):
-    model, opt = state(int(gb * 1024), device="cuda")
+    model, opt = state(max(1, int(gb * 1024)), device=DEVICE)
     tensors = [p for p in model.parameters()] + [t for s in opt.state.values() for t in s.values() if t.dim()]
     nbytes = sum(t.numel() * t.element_size() for t in tensors)
     copy, write = floor(tensors, os.path.join(top, "raw"))
+    copy()  # the pinned buffers touched once, as any reused buffer is
     stager = pinned_stager()
     runs = {
         "torch.save": lambda: torch_save(model, opt, os.path.join(top, "torch")),
@@ -172,7 +181,7 @@ def bench(gb, rounds, top):
     for _ in range(rounds):
         for k in random.sample(list(runs), len(runs)):
             times[k].append(runs[k]())
-    for name, mode, behind in (("hydro sync", "sync", False), ("hydro async", "async", False),
+    for name, mode, behind in (("hydro sync", "sync_any", False), ("hydro async", "async", False),
                                ("hydro behind", "async", True)):
         h = Hydro(model, opt, os.path.join(top, name.replace(" ", "_")), mode, behind)
         h.save()  # its pinned slots are made once, as a job's first save makes them
@@ -203,10 +212,14 @@ def main():
     ap.add_argument("dir", nargs="?", default="/var/tmp/hydro-bench-gpu", help="scratch directory (removed)")
     ap.add_argument("--sizes", default="1,10,40", help="state sizes in GB (default 1,10,40)")
     ap.add_argument("--rounds", type=int, default=3, help="rounds (default 3)")
+    ap.add_argument("--device", default="cuda", help="cuda (default), or cpu: a dry run of the script itself")
     a = ap.parse_args()
-    if not torch.cuda.is_available():
+    global DEVICE
+    DEVICE = a.device
+    if DEVICE == "cuda" and not torch.cuda.is_available():
         raise SystemExit("python_gpu_checkpoint_bench: no CUDA device here")
-    versions()
+    if DEVICE == "cuda":
+        versions()
     shutil.rmtree(a.dir, ignore_errors=True)
     os.makedirs(a.dir, mode=0o700)
     for gb in (float(s) for s in a.sizes.split(",")):
