@@ -83,6 +83,12 @@ class DeviceCopiesTest : public test::RuntimeTest {
     loss.backward();
     opt->step();
   }
+  // One sync save of the model alone, at step 1.
+  void save_model_once(const std::string& dir) {
+    Runtime rt(settings(dir));
+    rt.track("model", *model);
+    rt.save(1);
+  }
   // The model as the newest checkpoint under `dir` holds it.
   torch::nn::Sequential resumed(const std::string& dir) {
     auto fresh = test::make_model();
@@ -148,11 +154,7 @@ TEST_F(DeviceCopiesTest, HostMemoryThatCannotBePinnedIsPageableAndTheSaveTheSame
   test::TempDir dir;
   train();
   device.fail_pin = true;
-  {
-    Runtime rt(settings(dir.path + "/ck"));
-    rt.track("model", *model);
-    rt.save(1);
-  }
+  save_model_once(dir.path + "/ck");
   EXPECT_EQ(device.pins, 0);
   EXPECT_EQ(device.queued, 4) << "the copies still go through the device's stream";
   auto back = resumed(dir.path + "/ck");
@@ -183,11 +185,7 @@ TEST_F(DeviceCopiesTest, WithNoDeviceASyncSaveIsTorchsOwn) {
   test::TempDir dir;
   train();
   device.present = false;
-  {
-    Runtime rt(settings(dir.path + "/ck"));
-    rt.track("model", *model);
-    rt.save(1);
-  }
+  save_model_once(dir.path + "/ck");
   EXPECT_EQ(device.queued, 0);
   auto back = resumed(dir.path + "/ck");
   EXPECT_TRUE(same_model(model, back));
