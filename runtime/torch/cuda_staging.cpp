@@ -1,18 +1,20 @@
 // Issue 58, built only against a libtorch with CUDA: a checkpoint's copies of device tensors
-// (snapshot.h's DeviceCopyCalls). Each goes on a stream of hydro's, after an event of the stream that
-// made the tensor (not a device-wide sync), into host memory pinned by cudaHostAlloc; an event per
-// copy is what TensorPool::finish() waits for. The caching allocator keeps the tensor's memory
-// until its copy is done (recordStream).
+// (snapshot.h's DeviceCopyCalls). Each goes on a stream of hydro's, after an event of the stream
+// that made the tensor (not a device-wide sync), into host memory pinned by cudaHostAlloc; an event
+// per copy is what TensorPool::finish() waits for. The caching allocator keeps the tensor's memory
+// until its copy is done (recordStream). Every call runs on a device this process already uses, so
+// none creates a context (hundreds of MB) on another, as torch's own pinned allocator does.
 #include <c10/cuda/CUDACachingAllocator.h>
-#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
+#include "operator_pause.h"
 #include "snapshot.h"
 
 namespace hydro {
@@ -24,10 +26,23 @@ Status cuda_failed(const char* call, cudaError_t e) {
   return Status::io(std::string(call) + ": " + cudaGetErrorString(e));
 }
 
-// One pool's copies: hydro's stream on each device, and the event after each copy, by number.
+// On a device with a context already (the first this process uses), or as it is where it uses
+// none, or where CUDA can no longer say (a buffer given back as the process exits).
+struct OnAUsedDevice {
+  std::optional<c10::cuda::CUDAGuard> guard;
+  OnAUsedDevice() {
+    try {
+      const std::vector<int> used = devices_in_use();
+      if (!used.empty()) guard.emplace(static_cast<c10::DeviceIndex>(used.front()));
+    } catch (const std::exception&) {
+    }
+  }
+};
+
+// One pool's copies: hydro's stream on each device, and each copy's device and event, by number.
 struct CudaCopies {
   std::map<c10::DeviceIndex, c10::cuda::CUDAStream> streams;
-  std::vector<cudaEvent_t> done;
+  std::vector<std::pair<c10::DeviceIndex, cudaEvent_t>> done;
 
   c10::cuda::CUDAStream stream_on(c10::DeviceIndex device) {
     auto it = streams.find(device);
@@ -35,7 +50,7 @@ struct CudaCopies {
     return it->second;
   }
 
-  Status after_the_work_on(c10::DeviceIndex device, cudaStream_t copies) {
+  static Status after_the_work_on(c10::DeviceIndex device, cudaStream_t copies) {
     cudaEvent_t made = nullptr;
     cudaError_t e = cudaEventCreateWithFlags(&made, cudaEventDisableTiming);
     if (e != cudaSuccess) return cuda_failed("cudaEventCreate", e);
@@ -43,6 +58,21 @@ struct CudaCopies {
     if (e == cudaSuccess) e = cudaStreamWaitEvent(copies, made, 0);
     (void)cudaEventDestroy(made);  // released once the wait is done
     return e == cudaSuccess ? Status::OK() : cuda_failed("cudaStreamWaitEvent", e);
+  }
+
+  // After the copy was queued: its event, or, where that fails, the stream waited for here, so
+  // that no copy is left writing into memory its caller lets go of.
+  Status mark_done(size_t copy, c10::DeviceIndex device, c10::cuda::CUDAStream stream) {
+    if (done.size() <= copy) done.resize(copy + 1, {device, nullptr});
+    done[copy] = {device, nullptr};
+    cudaError_t e = cudaEventCreateWithFlags(&done[copy].second, cudaEventDisableTiming);
+    if (e == cudaSuccess) e = cudaEventRecord(done[copy].second, stream.stream());
+    if (e == cudaSuccess) return Status::OK();
+    Status failed = cuda_failed("cudaEventRecord", e);
+    (void)cudaStreamSynchronize(stream.stream());
+    if (done[copy].second) (void)cudaEventDestroy(done[copy].second);
+    done[copy].second = nullptr;
+    return failed;
   }
 
   Status queue(size_t copy, const at::Tensor& dst, const at::Tensor& src) {
@@ -54,20 +84,18 @@ struct CudaCopies {
       cudaError_t e = cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), src.nbytes(), cudaMemcpyDeviceToHost, stream);
       if (e != cudaSuccess) return cuda_failed("cudaMemcpyAsync", e);
       c10::cuda::CUDACachingAllocator::recordStream(src.storage().data_ptr(), stream);
-      if (done.size() <= copy) done.resize(copy + 1, nullptr);
-      e = cudaEventCreateWithFlags(&done[copy], cudaEventDisableTiming);
-      if (e == cudaSuccess) e = cudaEventRecord(done[copy], stream.stream());
-      return e == cudaSuccess ? Status::OK() : cuda_failed("cudaEventRecord", e);
-    } catch (const c10::Error& e) {
-      return Status::io(e.what_without_backtrace());
+      return mark_done(copy, device, stream);
+    } catch (const std::exception& e) {
+      return Status::io(std::string("queuing a copy to host memory: ") + e.what());
     }
   }
 
   Status wait(size_t copy) {
-    if (copy >= done.size() || !done[copy]) return Status::OK();
-    const cudaError_t e = cudaEventSynchronize(done[copy]);
-    (void)cudaEventDestroy(done[copy]);
-    done[copy] = nullptr;
+    if (copy >= done.size() || !done[copy].second) return Status::OK();
+    c10::cuda::CUDAGuard guard(done[copy].first);
+    const cudaError_t e = cudaEventSynchronize(done[copy].second);
+    (void)cudaEventDestroy(done[copy].second);
+    done[copy].second = nullptr;
     return e == cudaSuccess ? Status::OK() : cuda_failed("cudaEventSynchronize", e);
   }
 };
@@ -77,18 +105,17 @@ struct CudaCopies {
 DeviceCopyCalls cuda_device_calls() {
   auto copies = std::make_shared<CudaCopies>();
   DeviceCopyCalls c;
-  // A device this process uses (a context on it): a CPU job on a GPU machine stages nothing.
-  c.present = [] {
-    for (c10::DeviceIndex i = 0; i < c10::cuda::device_count(); ++i)
-      if (c10::cuda::hasPrimaryContext(i)) return true;
-    return false;
-  };
+  c.present = [] { return !devices_in_use().empty(); };  // a CPU job on a GPU machine stages nothing
   c.takes = [](const torch::Tensor& t) { return t.is_cuda(); };
   c.pin = [](uint64_t bytes, void** host) {
+    OnAUsedDevice on;
     const cudaError_t e = cudaHostAlloc(host, bytes, cudaHostAllocDefault);
     return e == cudaSuccess ? Status::OK() : cuda_failed("cudaHostAlloc", e);
   };
-  c.unpin = [](void* host, uint64_t) { (void)cudaFreeHost(host); };
+  c.unpin = [](void* host, uint64_t) {
+    OnAUsedDevice on;
+    (void)cudaFreeHost(host);
+  };
   c.queue = [copies](size_t copy, const torch::Tensor& dst, const torch::Tensor& src) {
     return copies->queue(copy, dst, src);
   };

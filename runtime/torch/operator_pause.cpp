@@ -40,18 +40,6 @@ std::string suspend_grace_text(int64_t seconds) {
          (from && *from ? std::string("from ") + from : "not set by hydro's plugin: Slurm's default assumed") + ")";
 }
 
-// The devices this process has used: those with a primary context. A process that never used
-// one has nothing in flight there, and a synchronize would create a context on it (device memory
-// taken, and a first pause of hundreds of milliseconds: a CPU job on a pip CUDA torch).
-std::vector<int> devices_in_use() {
-  const auto& hooks = at::detail::getCUDAHooks();
-  std::vector<int> used;
-  const int n = static_cast<int>(torch::cuda::device_count());
-  for (int i = 0; i < n; ++i)
-    if (hooks.hasPrimaryContext(static_cast<c10::DeviceIndex>(i))) used.push_back(i);
-  return used;
-}
-
 // Before a paused thread blocks, wait for the kernels queued on every device this process uses:
 // then nothing is in flight when SIGSTOP or the cgroup freeze lands. Uses libtorch's own CUDA.
 // Then HYDRO_GPU_RELEASE gives back what it asks (process_gpu.h): the allocator's cached, unused
@@ -247,6 +235,15 @@ void on_signal(int signo, Action action) {
 }
 
 }  // namespace
+
+std::vector<int> devices_in_use() {
+  const auto& hooks = at::detail::getCUDAHooks();
+  std::vector<int> used;
+  const int n = static_cast<int>(torch::cuda::device_count());
+  for (int i = 0; i < n; ++i)
+    if (hooks.hasPrimaryContext(static_cast<c10::DeviceIndex>(i))) used.push_back(i);
+  return used;
+}
 
 void arm_pause_now(int signo) {
   OperatorPause& p = OperatorPause::instance();

@@ -3,6 +3,9 @@
 // (operator_pause_armed, drains_cuda_on_pause, releases_cuda_cache_on_pause, start_pause_only).
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "hydro/settings.h"
 #include "hydro/signal_map.h"
 
@@ -23,6 +26,11 @@ void stop_signals();
 // pause's log line ends with ("" without CUDA). After the pause, gpu_restore_at_resume()
 // (process_gpu.h).
 std::string drain_for_pause();
+
+// The CUDA devices this process has used: those with a primary context. A process that never used
+// one has nothing in flight there, and a CUDA call on it would create a context (device memory
+// taken, and hundreds of milliseconds: a CPU job on a pip CUDA torch). None without CUDA.
+std::vector<int> devices_in_use();
 
 // HYDRO_SUSPEND_CHECKPOINT's current decision (SIGTSTP ends the step and checkpoints first), set
 // by the Runtime from the last step's and checkpoint's durations, read when a pause comes; where

@@ -55,8 +55,13 @@ torch::Tensor DeviceCopies::buffer_like(const torch::Tensor& src) {
 Status DeviceCopies::queue(const torch::Tensor& dst, const torch::Tensor& src) {
   std::lock_guard<std::mutex> lock(mu_);
   held_.emplace_back(dst, src.contiguous());
-  Status s = staging_.queue(static_cast<uint64_t>(src.nbytes()));
-  if (!s.ok()) held_.pop_back();
+  Status s;
+  try {
+    s = staging_.queue(static_cast<uint64_t>(src.nbytes()));
+  } catch (const std::exception& e) {
+    s = Status::io(std::string("queuing a device tensor's copy: ") + e.what());
+  }
+  if (!s.ok()) held_.pop_back();  // its number is the next copy's
   return s;
 }
 
@@ -272,6 +277,12 @@ bool for_each_state_tensor(torch::optim::OptimizerParamState& s, const StateTens
 Captured capture_module(const std::string& key, const torch::nn::Module& module, TensorPool& pool) {
   auto img = image_of(key, module, pool);
   return {[img](torch::serialize::OutputArchive& a) { img->write(a); }, nullptr, {}};
+}
+
+bool copies_state_by_tensor(const torch::optim::Optimizer& o) {
+  using namespace torch::optim;
+  return dynamic_cast<const SGD*>(&o) || dynamic_cast<const Adam*>(&o) || dynamic_cast<const AdamW*>(&o) ||
+         dynamic_cast<const RMSprop*>(&o) || dynamic_cast<const Adagrad*>(&o);
 }
 
 Captured capture_optimizer(const std::string& key, torch::optim::Optimizer& o, TensorPool& pool) {

@@ -43,7 +43,10 @@ class DeviceCopies {
  public:
   explicit DeviceCopies(DeviceCopyCalls calls);
   ~DeviceCopies() { (void)finish(); }
-  bool takes(const torch::Tensor& src) const { return calls_.takes && calls_.takes(src); }
+  // A dense tensor the calls take (a sparse one goes torch's own way).
+  bool takes(const torch::Tensor& src) const {
+    return calls_.takes && src.layout() == torch::kStrided && calls_.takes(src);
+  }
   bool present() const { return calls_.takes && calls_.present && calls_.present(); }
   // A CPU tensor of src's shape and dtype, contiguous, over host memory for its copy.
   torch::Tensor buffer_like(const torch::Tensor& src);
@@ -124,6 +127,7 @@ bool for_each_state_tensor(torch::optim::OptimizerParamState& s, const StateTens
 Captured capture_module(const std::string& key, const torch::nn::Module& module, TensorPool& pool);
 // SGD, Adam, AdamW, RMSprop and Adagrad are copied tensor by tensor; other optimizers are
 // serialized to memory on the calling thread.
+bool copies_state_by_tensor(const torch::optim::Optimizer& optimizer);  // those above
 Captured capture_optimizer(const std::string& key, torch::optim::Optimizer& optimizer, TensorPool& pool);
 // Serializes `save` into memory now (the fallback for anything else).
 Captured capture_bytes(const std::function<void(torch::serialize::OutputArchive&)>& save);

@@ -148,16 +148,20 @@ TrackedItem archive_item(const std::string& name, std::function<void(torch::seri
 }
 
 TrackedItem module_item(const std::string& name, torch::nn::Module& module) {
-  return archive_item(
+  TrackedItem t = archive_item(
       name, [&module](auto& a) { module.save(a); }, [&module](auto& a) { load_module_checked(module, a); },
       [&module, name](TensorPool& pool) { return capture_module(name, module, pool); });
+  t.stages = true;
+  return t;
 }
 
 TrackedItem optimizer_item(const std::string& name, torch::optim::Optimizer& optimizer) {
-  return archive_item(
+  TrackedItem t = archive_item(
       name, [&optimizer](auto& a) { optimizer.save(a); },
       [&optimizer](auto& a) { load_optimizer_by_params(optimizer, a); },
       [&optimizer, name](TensorPool& pool) { return capture_optimizer(name, optimizer, pool); });
+  t.stages = copies_state_by_tensor(optimizer);
+  return t;
 }
 
 TrackedItem sampler_item(const std::string& name, torch::data::samplers::Sampler<>& sampler) {
@@ -166,10 +170,11 @@ TrackedItem sampler_item(const std::string& name, torch::data::samplers::Sampler
 }
 
 TrackedItem tensor_item(const std::string& name, torch::Tensor& tensor) {
-  return archive_item(
+  TrackedItem t = archive_item(
       name, [&tensor](auto& a) { a.write("tensor", tensor); },
       [&tensor](auto& a) {
-        const std::vector<std::pair<torch::Tensor, torch::Device>> before{{tensor, tensor.device()}};
+        std::vector<std::pair<torch::Tensor, torch::Device>> before;
+        if (tensor.defined()) before.emplace_back(tensor, tensor.device());  // none yet: read assigns
         a.read("tensor", tensor);
         back_to(before);
       },
@@ -177,6 +182,8 @@ TrackedItem tensor_item(const std::string& name, torch::Tensor& tensor) {
         torch::Tensor copy = pool.copy(name, tensor);
         return Captured{[copy](torch::serialize::OutputArchive& a) { a.write("tensor", copy); }, nullptr, {}};
       });
+  t.stages = true;
+  return t;
 }
 
 TrackedItem string_item(const std::string& name, std::string& value) {
@@ -200,6 +207,7 @@ TrackedItem stream_item(const std::string& name, StreamWriter write, std::functi
   t.name = name;
   t.write = write;
   t.read = std::move(read);
+  t.stages = capture != nullptr;
   t.capture = [write, capture](TensorPool&) {
     if (capture) return Captured{nullptr, nullptr, capture()};
     auto bytes = std::make_shared<std::string>();
@@ -279,7 +287,7 @@ const TrackedItem& rng_item() {
 
 Status write_item(CheckpointWriter& writer, const TrackedItem& item, TensorPool* pool) {
   const std::string file = item.name + ".pt";
-  if (!pool || !pool->stages_device_tensors()) return write_streamed(writer, file, item.write);
+  if (!pool || !item.stages || !pool->stages_device_tensors()) return write_streamed(writer, file, item.write);
   Captured copy;
   try {
     TensorPool::Capturing capturing(*pool);

@@ -21,6 +21,10 @@ struct TrackedItem {
   std::function<Status(const ByteSink&)> write;
   std::function<void(const std::string& path)> read;
   std::function<Captured(TensorPool&)> capture;
+  // Whether capture copies tensor by tensor into the pool (a module, a known optimizer, a tensor,
+  // Python's snapshot): only then does a sync save on a device stage it (write_item). Any other
+  // capture serializes the whole file into memory, which a sync save streams instead.
+  bool stages = false;
 };
 
 // "model" and the like: [A-Za-z0-9_-], not "rng" (the Runtime's own file).

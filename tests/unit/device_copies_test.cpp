@@ -17,6 +17,7 @@
 #include "hydro/runtime.h"
 #include "runtime_fixture.h"
 #include "snapshot.h"
+#include "tracked.h"
 
 namespace hydro {
 namespace {
@@ -27,7 +28,8 @@ struct StandInDevice {
   std::mutex mu;
   int pins = 0, queued = 0, waited = 0;
   bool present = true, fail_pin = false;
-  int fail_wait = -1;  // the copy number whose wait fails, once
+  int fail_wait = -1;    // the copy number whose wait fails, once
+  int throw_queue = -1;  // the copy number whose queue throws, once
 
   DeviceCopyCalls calls() {
     auto stream = std::make_shared<std::vector<std::pair<torch::Tensor, torch::Tensor>>>();
@@ -44,6 +46,10 @@ struct StandInDevice {
     c.unpin = [](void* host, uint64_t) { delete[] static_cast<char*>(host); };
     c.queue = [this, stream](size_t copy, const torch::Tensor& dst, const torch::Tensor& src) {
       std::lock_guard<std::mutex> lock(mu);
+      if (static_cast<int>(copy) == throw_queue) {
+        throw_queue = -1;
+        throw std::runtime_error("the stand-in's queue threw");
+      }
       ++queued;
       if (stream->size() <= copy) stream->resize(copy + 1);
       (*stream)[copy] = {dst, src.clone()};  // what the tensor held when the copy was queued
@@ -189,6 +195,38 @@ TEST_F(DeviceCopiesTest, WithNoDeviceASyncSaveIsTorchsOwn) {
   EXPECT_EQ(device.queued, 0);
   auto back = resumed(dir.path + "/ck");
   EXPECT_TRUE(same_model(model, back));
+}
+
+TEST_F(DeviceCopiesTest, AQueueThatThrowsFailsTheSaveAndLeavesTheCopiesInStep) {
+  test::TempDir dir;
+  train();
+  device.throw_queue = 2;
+  Runtime rt(settings(dir.path + "/ck"));
+  rt.track("model", *model);
+  EXPECT_THROW(rt.save(1), std::exception);
+  rt.save(2);  // each copy into its own slot: none one off from a copy that was never queued
+  auto back = resumed(dir.path + "/ck");
+  EXPECT_TRUE(same_model(model, back));
+}
+
+TEST_F(DeviceCopiesTest, OnlyWhatCopiesTensorByTensorIsStagedAndSparseTensorsGoTorchsWay) {
+  torch::optim::LBFGS lbfgs(model->parameters());
+  torch::Tensor t = torch::ones({2}, torch::kDouble);
+  EXPECT_TRUE(module_item("m", *model).stages);
+  EXPECT_TRUE(tensor_item("t", t).stages);
+  EXPECT_FALSE(optimizer_item("o", lbfgs).stages) << "serialized whole: a sync save streams it instead";
+  test::TempDir dir;
+  torch::Tensor sparse = torch::eye(3, torch::kDouble).to_sparse(), back;
+  {
+    Runtime rt(settings(dir.path + "/ck"));
+    rt.track("sparse", sparse);
+    rt.save(1);
+  }
+  EXPECT_EQ(device.queued, 0);
+  Runtime rt(settings(dir.path + "/ck"));
+  rt.track("sparse", back);  // not yet defined: the resume assigns it
+  EXPECT_EQ(rt.resume(), 1);
+  EXPECT_TRUE(back.defined() && torch::equal(back.to_dense(), sparse.to_dense()));
 }
 
 }  // namespace
