@@ -197,14 +197,16 @@ TEST_F(DeviceCopiesTest, WithNoDeviceASyncSaveIsTorchsOwn) {
   EXPECT_TRUE(same_model(model, back));
 }
 
-TEST_F(DeviceCopiesTest, AQueueThatThrowsFailsTheSaveAndLeavesTheCopiesInStep) {
+TEST_F(DeviceCopiesTest, AQueueThatThrowsFailsTheSaveAndTheNextStartsAfresh) {
   test::TempDir dir;
   train();
   device.throw_queue = 2;
-  Runtime rt(settings(dir.path + "/ck"));
-  rt.track("model", *model);
-  EXPECT_THROW(rt.save(1), std::exception);
-  rt.save(2);  // each copy into its own slot: none one off from a copy that was never queued
+  {
+    Runtime rt(settings(dir.path + "/ck"));
+    rt.track("model", *model);
+    EXPECT_THROW(rt.save(1), std::exception);
+    rt.save(2);  // afresh: each copy into its own slot
+  }
   auto back = resumed(dir.path + "/ck");
   EXPECT_TRUE(same_model(model, back));
 }
