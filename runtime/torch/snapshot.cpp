@@ -84,23 +84,24 @@ constexpr int kShareUpToThreads = 2;
 
 thread_local TensorPool* t_capturing = nullptr;
 
-// The copies worth queuing as a memcpy: host to host, dense, with memory of their own (not a zero
-// tensor or a storage-less wrapper), one dtype and shape, no lazy conjugate or negation bit, large
-// enough, with few intra-op threads.
-bool queueable(const torch::Tensor& dst, const torch::Tensor& src) {
-  const auto dense = [](const torch::Tensor& t) {
-    return t.device().is_cpu() && t.layout() == torch::kStrided && t.has_storage() && t.is_contiguous() &&
-           !t.is_quantized() && !t.is_conj() && !t.is_neg() && !t._is_zerotensor();
-  };
-  return dense(src) && dense(dst) && src.scalar_type() == dst.scalar_type() && src.sizes() == dst.sizes() &&
-         static_cast<size_t>(src.nbytes()) >= kQueueAtLeastBytes && at::get_num_threads() <= kShareUpToThreads;
+// Bytes as they are read: strided, not quantized, no lazy conjugate or negation bit.
+bool plain_bytes(const torch::Tensor& t) {
+  return t.layout() == torch::kStrided && !t.is_quantized() && !t.is_conj() && !t.is_neg();
 }
 
-// A slot a device's copy can go to as it is: host memory, contiguous, of src's dtype and shape.
+// Host memory a copy of `src`'s bytes can go to as it is: contiguous, with memory of its own, of
+// src's dtype and shape.
 bool host_slot_for(const torch::Tensor& dst, const torch::Tensor& src) {
-  return dst.device().is_cpu() && dst.layout() == torch::kStrided && dst.is_contiguous() && dst.has_storage() &&
-         src.layout() == torch::kStrided && !src.is_conj() && !src.is_neg() && !src.is_quantized() &&
+  return dst.device().is_cpu() && plain_bytes(dst) && dst.is_contiguous() && dst.has_storage() && plain_bytes(src) &&
          dst.scalar_type() == src.scalar_type() && dst.sizes() == src.sizes();
+}
+
+// The copies worth queuing as a memcpy: host to host, both dense with memory of their own (not a
+// zero tensor or a storage-less wrapper), large enough, with few intra-op threads.
+bool queueable(const torch::Tensor& dst, const torch::Tensor& src) {
+  return host_slot_for(dst, src) && src.device().is_cpu() && src.is_contiguous() && src.has_storage() &&
+         !src._is_zerotensor() && !dst._is_zerotensor() && static_cast<size_t>(src.nbytes()) >= kQueueAtLeastBytes &&
+         at::get_num_threads() <= kShareUpToThreads;
 }
 
 void copy_now(const torch::Tensor& dst, const torch::Tensor& src) {
@@ -248,6 +249,38 @@ Captured capture_typed(const std::string& key, torch::optim::Optimizer& live, Te
           {}};
 }
 
+// An optimizer whose state is copied tensor by tensor, by its type.
+struct KnownOptimizer {
+  bool (*is)(const torch::optim::Optimizer&);
+  Captured (*capture)(const std::string& key, torch::optim::Optimizer& live, TensorPool& pool);
+};
+
+template <typename Opt, typename State, typename Options>
+KnownOptimizer known() {
+  return {[](const torch::optim::Optimizer& o) { return dynamic_cast<const Opt*>(&o) != nullptr; },
+          capture_typed<State, Options>};
+}
+
+// SGD, Adam, AdamW, RMSprop and Adagrad (for_each_state_tensor lists their states' tensors).
+const KnownOptimizer* known_optimizer(const torch::optim::Optimizer& o) {
+  using namespace torch::optim;
+  static const KnownOptimizer all[] = {
+      known<SGD, SGDParamState, SGDOptions>(), known<Adam, AdamParamState, AdamOptions>(),
+      known<AdamW, AdamWParamState, AdamWOptions>(), known<RMSprop, RMSpropParamState, RMSpropOptions>(),
+      known<Adagrad, AdagradParamState, AdagradOptions>()};
+  for (const KnownOptimizer& k : all)
+    if (k.is(o)) return &k;
+  return nullptr;
+}
+
+// Adam's and AdamW's states: two types of the same tensors.
+template <typename State>
+void adam_state_tensors(State& s, const StateTensorFn& f) {
+  s.exp_avg(f("exp_avg", s.exp_avg()));
+  s.exp_avg_sq(f("exp_avg_sq", s.exp_avg_sq()));
+  s.max_exp_avg_sq(f("max_exp_avg_sq", s.max_exp_avg_sq()));
+}
+
 }  // namespace
 
 bool for_each_state_tensor(torch::optim::OptimizerParamState& s, const StateTensorFn& f) {
@@ -255,13 +288,9 @@ bool for_each_state_tensor(torch::optim::OptimizerParamState& s, const StateTens
   if (auto* sgd = dynamic_cast<SGDParamState*>(&s)) {
     sgd->momentum_buffer(f("momentum_buffer", sgd->momentum_buffer()));
   } else if (auto* adam = dynamic_cast<AdamParamState*>(&s)) {
-    adam->exp_avg(f("exp_avg", adam->exp_avg()));
-    adam->exp_avg_sq(f("exp_avg_sq", adam->exp_avg_sq()));
-    adam->max_exp_avg_sq(f("max_exp_avg_sq", adam->max_exp_avg_sq()));
+    adam_state_tensors(*adam, f);
   } else if (auto* adamw = dynamic_cast<AdamWParamState*>(&s)) {
-    adamw->exp_avg(f("exp_avg", adamw->exp_avg()));
-    adamw->exp_avg_sq(f("exp_avg_sq", adamw->exp_avg_sq()));
-    adamw->max_exp_avg_sq(f("max_exp_avg_sq", adamw->max_exp_avg_sq()));
+    adam_state_tensors(*adamw, f);
   } else if (auto* rms = dynamic_cast<RMSpropParamState*>(&s)) {
     rms->square_avg(f("square_avg", rms->square_avg()));
     rms->momentum_buffer(f("momentum_buffer", rms->momentum_buffer()));
@@ -279,19 +308,10 @@ Captured capture_module(const std::string& key, const torch::nn::Module& module,
   return {[img](torch::serialize::OutputArchive& a) { img->write(a); }, nullptr, {}};
 }
 
-bool copies_state_by_tensor(const torch::optim::Optimizer& o) {
-  using namespace torch::optim;
-  return dynamic_cast<const SGD*>(&o) || dynamic_cast<const Adam*>(&o) || dynamic_cast<const AdamW*>(&o) ||
-         dynamic_cast<const RMSprop*>(&o) || dynamic_cast<const Adagrad*>(&o);
-}
+bool copies_state_by_tensor(const torch::optim::Optimizer& o) { return known_optimizer(o) != nullptr; }
 
 Captured capture_optimizer(const std::string& key, torch::optim::Optimizer& o, TensorPool& pool) {
-  using namespace torch::optim;
-  if (dynamic_cast<SGD*>(&o)) return capture_typed<SGDParamState, SGDOptions>(key, o, pool);
-  if (dynamic_cast<Adam*>(&o)) return capture_typed<AdamParamState, AdamOptions>(key, o, pool);
-  if (dynamic_cast<AdamW*>(&o)) return capture_typed<AdamWParamState, AdamWOptions>(key, o, pool);
-  if (dynamic_cast<RMSprop*>(&o)) return capture_typed<RMSpropParamState, RMSpropOptions>(key, o, pool);
-  if (dynamic_cast<Adagrad*>(&o)) return capture_typed<AdagradParamState, AdagradOptions>(key, o, pool);
+  if (const KnownOptimizer* k = known_optimizer(o)) return k->capture(key, o, pool);
   return capture_bytes([&o](torch::serialize::OutputArchive& a) { o.save(a); });
 }
 

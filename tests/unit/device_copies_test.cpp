@@ -109,6 +109,8 @@ class DeviceCopiesTest : public test::RuntimeTest {
       if (!same_bits(a->parameters()[i], b->parameters()[i])) return false;
     return true;
   }
+  // Whether the newest checkpoint under `dir` holds the model as it is, bit for bit.
+  bool resumes_to_the_model(const std::string& dir) { return same_model(model, resumed(dir)); }
 
   StandInDevice device;
   torch::nn::Sequential model = test::make_model();
@@ -132,8 +134,7 @@ TEST_F(DeviceCopiesTest, ASyncSaveQueuesEveryCopyWaitsForThemAndWritesTheirBytes
     EXPECT_EQ(device.pins, kDeviceTensors) << "and reused by the next save";
     EXPECT_EQ(device.queued, 2 * kDeviceTensors);
   }
-  auto back = resumed(dir.path + "/ck");
-  EXPECT_TRUE(same_model(model, back)) << "no NaN of a copy not yet made, bit for bit";
+  EXPECT_TRUE(resumes_to_the_model(dir.path + "/ck")) << "no NaN of a copy not yet made, bit for bit";
 }
 
 TEST_F(DeviceCopiesTest, AnAsyncSaveStagesTheSameWay) {
@@ -163,8 +164,7 @@ TEST_F(DeviceCopiesTest, HostMemoryThatCannotBePinnedIsPageableAndTheSaveTheSame
   save_model_once(dir.path + "/ck");
   EXPECT_EQ(device.pins, 0);
   EXPECT_EQ(device.queued, 4) << "the copies still go through the device's stream";
-  auto back = resumed(dir.path + "/ck");
-  EXPECT_TRUE(same_model(model, back));
+  EXPECT_TRUE(resumes_to_the_model(dir.path + "/ck"));
 }
 
 TEST_F(DeviceCopiesTest, ACopyThatFailsFailsTheSaveByItsFileAndTheNextSaveWorks) {
@@ -193,8 +193,7 @@ TEST_F(DeviceCopiesTest, WithNoDeviceASyncSaveIsTorchsOwn) {
   device.present = false;
   save_model_once(dir.path + "/ck");
   EXPECT_EQ(device.queued, 0);
-  auto back = resumed(dir.path + "/ck");
-  EXPECT_TRUE(same_model(model, back));
+  EXPECT_TRUE(resumes_to_the_model(dir.path + "/ck"));
 }
 
 TEST_F(DeviceCopiesTest, AQueueThatThrowsFailsTheSaveAndTheNextStartsAfresh) {
@@ -207,8 +206,7 @@ TEST_F(DeviceCopiesTest, AQueueThatThrowsFailsTheSaveAndTheNextStartsAfresh) {
     EXPECT_THROW(rt.save(1), std::exception);
     rt.save(2);  // afresh: each copy into its own slot
   }
-  auto back = resumed(dir.path + "/ck");
-  EXPECT_TRUE(same_model(model, back));
+  EXPECT_TRUE(resumes_to_the_model(dir.path + "/ck"));
 }
 
 TEST_F(DeviceCopiesTest, OnlyWhatCopiesTensorByTensorIsStagedAndSparseTensorsGoTorchsWay) {
