@@ -10,7 +10,7 @@ start_cluster "${1:-cgroup}"
 
 plugin=$build/spank/spank_hydro.so
 plugstack=$HYDRO_SLURM_DIR/plugstack.conf
-work=$(mktemp -d /tmp/hydro-it.XXXXXX)
+make_work
 chmod 0755 "$work"
 yaml=$work/hydro.yaml
 base=$work/scratch

@@ -10,7 +10,7 @@ source "$(dirname "$0")/lib.sh"
 export HYDRO_TEST_TASK_PLUGIN=affinity
 start_cluster "${1:-cgroup}"
 
-work=$(mktemp -d /tmp/hydro-it.XXXXXX)
+make_work
 args=(--steps 400 --log-every 50)
 unset OPENBLAS_NUM_THREADS OMP_NUM_THREADS
 srun -c 2 "$train" "${args[@]}" >"$work/reference.log" 2>&1 || fail "reference run failed"
@@ -37,7 +37,6 @@ if ! grep -q libopenblas <<<"$(ldd "$train")"; then
   got=$(grep -oP '^weights_digest=\K\w+' "$work/fewer.log")
   [ "$got" = "$want" ] || fail "weights on 1 CPU differ with the same thread counts: $got, uninterrupted $want"
   note "resumed with --cpus-per-task=1, no OpenBLAS: weights_digest=$got equals the run never interrupted, no warning"
-  rm -rf "$work"
   echo "PASS cpu_count (${1:-cgroup})"
   exit 0
 fi
@@ -46,5 +45,4 @@ warning=$(grep -m1 'warning: this run splits sums over other thread counts' "$wo
 grep -qE "threads 2 then, 1 now" <<<"$warning" || fail "the warning does not name the counts: $warning"
 grep -qF -- '--cpus-per-task' <<<"$warning" || fail "the warning does not say how to fix it: $warning"
 note "resumed with --cpus-per-task=1: ${warning#*: }"
-rm -rf "$work"
 echo "PASS cpu_count (${1:-cgroup})"

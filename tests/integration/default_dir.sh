@@ -8,7 +8,7 @@ start_cluster "${1:-cgroup}"
 echo "required $build/spank/spank_hydro.so" >"$HYDRO_SLURM_DIR/plugstack.conf"  # no checkpoint_dir
 
 id hydro-alice >/dev/null 2>&1 || useradd --no-create-home --shell /bin/sh hydro-alice
-work=$(mktemp -d /tmp/hydro-it.XXXXXX)
+make_work
 chmod 755 "$work"
 submit=$work/alice
 mkdir "$submit" && chown hydro-alice "$submit"
@@ -45,5 +45,4 @@ got=$(grep -oP '^weights_digest=\K\w+' "$log")
 [ "$got" = "$want" ] || fail "weights differ: requeued $got, uninterrupted $want"
 report_path "requeue(default dir)" "$log" 'checkpoint-and-exit requested by SIGTERM'
 note "the requeued job resumed from its default directory; weights_digest=$got equals the uninterrupted run"
-rm -rf "$work"
 echo "PASS: a job with no checkpoint directory set keeps its work across a requeue"

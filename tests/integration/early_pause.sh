@@ -7,7 +7,7 @@
 source "$(dirname "$0")/lib.sh"
 start_cluster "${1:-cgroup}"
 
-work=$(mktemp -d /tmp/hydro-it.XXXXXX)
+make_work
 chmod 755 "$work"
 log=$work/train.log
 export HYDRO_TEST_LOGS="$log $work/batch.log"

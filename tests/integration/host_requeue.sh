@@ -9,7 +9,7 @@
 #     RequeueExit=85 requeues it when its batch script exits 85. Bit-for-bit.
 source "$(dirname "$0")/lib.sh"
 start_cluster "${1:-cgroup}" --requeue-exit 85
-work=$(mktemp -d /tmp/hydro-it.XXXXXX)
+make_work
 args=(--steps 1500 --log-every 25 "${model[@]}")
 want=$(reference_run -n 1 -- "${args[@]}") || fail "no weights_digest in the reference run"
 slurmd_log=$(ls "$HYDRO_SLURM_DIR"/log/slurmd*.log | head -1)
@@ -60,5 +60,4 @@ expect_weights "$job" "$log" "$want"
 [ "$(restarts "$job")" = 1 ] || fail "job $job restarted $(restarts "$job") times after one requeue"
 ! grep -qE "hydro: task [0-9]+ of job $job " "$slurmd_log" || fail "the plugin acted on job $job, which has hydro off"
 note "weights_digest=$got equals the uninterrupted run; requeued by RequeueExit alone, Restarts=1"
-rm -rf "$work"
 echo "PASS host_requeue"

@@ -9,7 +9,7 @@ proctrack=${1:-cgroup}
 start_cluster "$proctrack"
 
 steps=${HYDRO_TEST_STEPS:-3000}
-work=$(mktemp -d /tmp/hydro-it.XXXXXX)
+make_work
 args=(--steps "$steps" --log-every 25 "${model[@]}")
 
 note "reference: the same example, never interrupted"
@@ -46,5 +46,4 @@ got=$(grep -oP '^weights_digest=\K\w+' "$log") || fail "the job printed no weigh
 note "weights_digest=$got equals the uninterrupted run; the same job (no requeue), two in-job restarts"
 restart_ms=$(ms_between "$log" 'the program was killed by SIGKILL; restart 2' 'first step done')
 report_figure "FIGURE path=in_job_restart failure_to_first_step_ms=$restart_ms (a requeue waits for Slurm: see requeue's restart_to_first_step_ms plus the queue)"
-rm -rf "$work"
 echo "PASS in_job_restart ($proctrack)"

@@ -9,7 +9,7 @@ source "$(dirname "$0")/lib.sh"
 start_cluster "${1:-cgroup}"
 
 steps=${HYDRO_TEST_STEPS:-400}
-work=$(mktemp -d /tmp/hydro-it.XXXXXX)
+make_work
 args=(--steps "$steps" --log-every 25 --pg-timeout 300)
 note "reference: 2 tasks, never interrupted"
 want=$(reference_run -n 2 -- "${args[@]}") || fail "no weights_digest in the reference run"
@@ -50,5 +50,4 @@ got=$(grep -hoP '^weights_digest=\K\w+' "$work"/rank*.log | sort -u)
   fail "not every rank printed a weights_digest in both generations"
 [ "$got" = "$want" ] || fail "weights differ: $got against the uninterrupted $want"
 note "both tasks started again as generation 1 after rank 0's program had ended; weights_digest=$got as uninterrupted"
-rm -rf "$work"
 echo "PASS in_job_restart_end"

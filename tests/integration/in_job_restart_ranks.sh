@@ -18,7 +18,7 @@ case "$mode" in watchdog|hang_watch) ;; *) fail "in_job_restart_ranks.sh: mode m
 if [ "$nodes" = 1 ]; then start_cluster "$proctrack"; else start_cluster "$proctrack" --nodes "$nodes"; fi
 
 steps=${HYDRO_TEST_STEPS:-3000}
-work=$(mktemp -d /tmp/hydro-it.XXXXXX)
+make_work
 args=(--steps "$steps" --log-every 25 --pg-timeout 300 "${model[@]}")
 step_timer=(--step-timeout 8) job_opts=()
 if [ "$mode" = hang_watch ]; then  # hydro watches the groups' timeout under --hydro-pause=on
@@ -96,5 +96,4 @@ else
   found=$(grep -oP 'hang: no step ended in \K[0-9.]+ s' "$(rank_log 1)" | head -1)
   report_figure "FIGURE path=hang_watch(nodes=$nodes) timeout=4s hang_found_after_running=$found"
 fi
-rm -rf "$work"
 echo "PASS in_job_restart_ranks ($proctrack, $nodes node(s), $mode)"

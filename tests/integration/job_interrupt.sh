@@ -9,7 +9,7 @@ tasks=${2:-1}
 start_cluster "$proctrack"
 
 job_bin=$job_example
-work=$(mktemp -d /tmp/hydro-it.XXXXXX)
+make_work
 "$job_bin" --make-data 512 --data "$work/data" >/dev/null || fail "could not write the sample files"
 args=(--data "$work/data" --epochs 4 --batch 8 --log-every 2 --pg-timeout 300)
 
@@ -45,5 +45,4 @@ uninterrupted:
 $want"
 echo "$got" | sed 's/^/    | /'
 note "requeued at steps ${at[*]}: the same weights digest and epoch loss means as the uninterrupted run"
-rm -rf "$work"
 echo "PASS job_interrupt ($proctrack, $tasks task(s))"

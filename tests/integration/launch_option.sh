@@ -10,7 +10,7 @@
 # Before 23.11 the option is refused at submit time, naming the release it needs.
 source "$(dirname "$0")/lib.sh"
 start_cluster "${1:-cgroup}"
-work=$(mktemp -d /tmp/hydro-it.XXXXXX)
+make_work
 release=$(srun --version | grep -oP '[0-9]+\.[0-9]+' | head -1)
 if [ "$(printf '%s\n' "$release" 23.11 | sort -V | head -1)" != 23.11 ]; then
   if err=$(srun --hydro-launch true 2>&1); then fail "srun --hydro-launch ran on Slurm $release"; fi
@@ -64,5 +64,4 @@ wait_state "$job" COMPLETED 60
 started=$(grep -E '^hydro-launch\[[0-9]+\] .*: started ' "$work/nested.log" || true)
 [[ $started == *'started '*slurm_script' as pid'* && $(wc -l <<<"$started") = 1 ]] ||
   fail "not the batch script alone under hydro-launch in the nested job: $(cat "$work/nested.log")"
-rm -rf "$work"
 echo "PASS launch_option ($release)"

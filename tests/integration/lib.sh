@@ -141,7 +141,22 @@ stop_cluster() {
     for f in "$HYDRO_SLURM_DIR"/log/slurmd*.log; do echo "----- $(basename "$f") (tail)" >&2; tail -15 "$f" >&2 || true; done
   fi
   "$top/scripts/slurm-local" stop --dir "$HYDRO_SLURM_DIR" || true
+  remove_work "$rc"
   exit $rc
+}
+
+# make_work: $work, the test's own directory (/tmp/hydro-it.XXXXXX), made after start_cluster,
+# whose EXIT trap (stop_cluster, once its jobs are gone) removes it however the test ends, killed
+# or failed too (fail shows the logs first); HYDRO_TEST_KEEP=1 keeps a failed test's.
+made_work=
+make_work() {
+  work=$(mktemp -d /tmp/hydro-it.XXXXXX) || fail "could not make the test's directory in /tmp"
+  made_work=$work
+}
+remove_work() {  # remove_work RC
+  [ -n "$made_work" ] || return 0
+  if [ "$1" != 0 ] && [ "${HYDRO_TEST_KEEP:-0}" = 1 ]; then echo "kept $made_work (HYDRO_TEST_KEEP=1)" >&2; return 0; fi
+  rm -rf "$made_work"
 }
 
 # paced MS [RUNS]: a job script's --step-ms, as shell text that the job's batch shell expands: MS

@@ -13,7 +13,7 @@ proctrack=${1:-cgroup} pg_timeout=${2:-5} hold=${3:-12} suspends=${4:-2}
 [ "${HYDRO_TEST_PROGRAM:-}" = python ] || fail "long_suspend.sh runs the Python example (HYDRO_TEST_PROGRAM=python)"
 start_cluster "$proctrack"
 
-work=$(mktemp -d /tmp/hydro-it.XXXXXX)
+make_work
 base=(--steps "${HYDRO_TEST_STEPS:-60}" --log-every 1 --pg-timeout "$pg_timeout" "${program_args[@]}")
 args=("${base[@]}" --rank-skew-ms 200 --rank-skew-end-ms 300)
 
@@ -56,5 +56,4 @@ cat "$(rank_log 0)" "$(rank_log 1)" | grep -iE 'timed out|timeout waiting|Connec
   fail "a rank timed out or was taken for hung while the job was held"
 ranks_digest "$want"
 note "both ranks weights_digest=$want after $suspends suspends and a hydroctl pause of ${hold} s each, ${pg_timeout} s timeout"
-rm -rf "$work"
 echo "PASS long_suspend ($proctrack, timeout ${pg_timeout} s, holds of ${hold} s)"

@@ -8,7 +8,7 @@ proctrack=${1:-linuxproc}
 start_cluster "$proctrack"
 
 steps=${HYDRO_TEST_STEPS:-4000}
-work=$(mktemp -d /tmp/hydro-it.XXXXXX)
+make_work
 # With --hydro-pause, the process group survives a pause of any length (hydro/distributed.h).
 args=(--steps "$steps" --log-every 25 --pg-timeout 300)
 

@@ -9,7 +9,7 @@ proctrack=${1:-linuxproc}
 start_cluster "$proctrack"
 
 steps=${HYDRO_TEST_STEPS:-1000}
-work=$(mktemp -d /tmp/hydro-it.XXXXXX)
+make_work
 chmod 755 "$work"
 # The narrow model (lib.sh's model); the first srun of each job steps no faster than 20 ms, so that
 # it is still training when SIGTERM lands, and the second, which runs to the end, unpaced.

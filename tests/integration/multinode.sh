@@ -16,7 +16,7 @@ case "$where" in
 esac
 
 steps=${HYDRO_TEST_STEPS:-1500}
-work=$(mktemp -d /tmp/hydro-it.XXXXXX)
+make_work
 args=(--steps "$steps" --log-every 25 --pg-timeout 300 "${model[@]}")
 ranks=(0 1 2 3)
 shape=(-N 2 --ntasks-per-node=2)
@@ -121,5 +121,4 @@ if [ "$where" = local ]; then
   shared=$HYDRO_SLURM_DIR/checkpoints/root/$job
   [ ! -e "$shared" ] || fail "job $job has checkpoints on the shared disk too: $shared"
 fi
-rm -rf "$work"
 echo "PASS multinode ($proctrack, $where)"

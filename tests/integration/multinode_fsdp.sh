@@ -19,7 +19,7 @@ start_cluster "${1:-cgroup}" --nodes 2
 # (its events took 126 steps here, 3 December 2026); the resumed run and the reference, unpaced,
 # are most of the test's CPU.
 steps=${HYDRO_TEST_STEPS:-400}
-work=$(mktemp -d /tmp/hydro-it.XXXXXX)
+make_work
 args=(--steps "$steps" --log-every 25 --pg-timeout 300 "${program_args[@]}" "${model[@]}")
 four=(-N 2 --ntasks-per-node=2)
 two=(-N 2 --ntasks-per-node=1)
@@ -103,5 +103,4 @@ run_job again "${four[@]}" -- --steps 300 "${base[@]}"
 manifest=$(cat "$ck_dir"/step-000000000300/manifest.json)
 grep -qE '"world_size": ?4([^0-9]|$)' <<<"$manifest" || fail "the async checkpoint of step 300 is not of 4 ranks' shards"
 note "4 ranks in async mode saved their shards across hosts; resumed with weights_digest=$trained"
-rm -rf "$work"
 echo "PASS multinode_fsdp"

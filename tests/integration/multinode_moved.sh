@@ -10,7 +10,7 @@ proctrack=${1:-cgroup}
 start_cluster "$proctrack" --nodes 3 --checkpoint-dir '/local/%u/%j'
 
 steps=${HYDRO_TEST_STEPS:-1000}
-work=$(mktemp -d /tmp/hydro-it.XXXXXX)
+make_work
 args=(--steps "$steps" --log-every 25 --pg-timeout 300 "${model[@]}")
 shape=(-N 2 --ntasks-per-node=2)
 
@@ -62,5 +62,4 @@ got=$(grep -oP '^[0-9]+: weights_digest=\K\w+' "$log" | sort -u)
 [ "$(grep -cE '^[0-9]+: weights_digest=' "$log")" = 4 ] || fail "not every rank printed a weights_digest"
 [ "$got" = "$want" ] || fail "weights differ: moved and back $got, uninterrupted $want"
 note "weights_digest=$got on every rank equals the uninterrupted run"
-rm -rf "$work"
 echo "PASS multinode_moved ($proctrack)"

@@ -14,7 +14,7 @@ proctrack=${1:-cgroup}
 start_cluster "$proctrack" --nodes 2
 
 steps=${HYDRO_TEST_STEPS:-1500}
-work=$(mktemp -d /tmp/hydro-it.XXXXXX)
+make_work
 args=(--steps "$steps" --log-every 25 --pg-timeout 300 "${model[@]}")
 shape=(-N 2 --ntasks-per-node=2)
 ranks=(0 1 2 3)
@@ -74,5 +74,4 @@ got=$(cat "$work"/rank*.log | grep -oP '^weights_digest=\K\w+' | sort -u)
 [ "$got" = "$want" ] || fail "weights differ: hung and requeued $got, uninterrupted $want"
 resumed=$(grep -oP 'resumed from .* at step \K[0-9]+' "$(rank_log 0)" | tail -1)
 note "every rank resumed at step $resumed; weights_digest=$got equals the uninterrupted run"
-rm -rf "$work"
 echo "PASS multinode_watchdog ($proctrack)"

@@ -10,7 +10,7 @@ nodes=${3:-1}  # 2 or more: the tasks spread over that many hosts (scripts/slurm
 start_spread "$proctrack" "$tasks" "$nodes"
 
 steps=${HYDRO_TEST_STEPS:-6000}
-work=$(mktemp -d /tmp/hydro-it.XXXXXX)
+make_work
 args=(--steps "$steps" --log-every 25 --pg-timeout 300 "${model[@]}")
 # The job sleeps 5 ms a step, so that it is still training when the preemption comes.
 
@@ -45,5 +45,4 @@ wait_count "$log" 'resumed from .* at step [0-9]+$' "$tasks" 60
 expect_weights "$job" "$log" "$want" "$tasks"
 note "weights_digest=$got equals the uninterrupted run"
 report_path "preemption(n=$tasks)" "$log" 'checkpoint-and-exit requested by SIGTERM'
-rm -rf "$work"
 echo "PASS preempt ($proctrack, $tasks task(s))"

@@ -7,7 +7,7 @@ proctrack=${1:-cgroup}
 start_cluster "$proctrack"
 "$python" -c 'import hydro' || fail "$python cannot import hydro (run scripts/setup)"
 
-work=$(mktemp -d /tmp/hydro-it.XXXXXX)
+make_work
 cat >"$work/job.sh" <<JOB
 #!/bin/bash
 unset PYTHONPATH
@@ -52,5 +52,4 @@ show_new "$log"
 
 scancel "$job"
 wait_state "$job" 'CANCELLED|COMPLETED|FAILED' 60
-rm -rf "$work"
 echo "PASS python_autopause ($proctrack)"

@@ -9,7 +9,7 @@ nodes=${3:-1}  # 2 or more: the tasks spread over that many hosts (scripts/slurm
 start_spread "$proctrack" "$tasks" "$nodes"
 
 steps=${HYDRO_TEST_STEPS:-3000}
-work=$(mktemp -d /tmp/hydro-it.XXXXXX)
+make_work
 args=(--steps "$steps" --log-every 25 --pg-timeout 300 "${model[@]}")
 
 note "reference: the same example, never interrupted ($tasks task(s))"
@@ -40,5 +40,4 @@ got=$(grep -oP '^weights_digest=\K\w+' "$log" | sort -u)
 [ "$got" = "$want" ] || fail "weights differ: requeued $got, uninterrupted $want"
 note "weights_digest=$got equals the uninterrupted run"
 report_path "requeue(n=$tasks)" "$log" 'checkpoint-and-exit requested by SIGTERM'
-rm -rf "$work"
 echo "PASS requeue ($proctrack, $tasks task(s))"

@@ -7,7 +7,7 @@
 source "$(dirname "$0")/lib.sh"
 start_cluster "${1:-cgroup}"
 
-work=$(mktemp -d /tmp/hydro-it.XXXXXX)
+make_work
 chmod 755 "$work"
 # No signal lands in these jobs, so they run the narrow model (lib.sh's model) and few steps: a
 # checkpoint every 100, the newest at 200.

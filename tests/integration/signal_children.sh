@@ -15,7 +15,7 @@ slurmd_log=$HYDRO_SLURM_DIR/log/$(ls "$HYDRO_SLURM_DIR/log" | grep -m1 '^slurmd'
 grep -qx SignalChildrenProcesses=yes "$HYDRO_SLURM_DIR/cgroup.conf" || fail "cgroup.conf lacks SignalChildrenProcesses=yes"
 
 steps=${HYDRO_TEST_STEPS:-600}
-work=$(mktemp -d /tmp/hydro-it.XXXXXX)
+make_work
 args=(--steps "$steps" --log-every 10 --workers 2 "${model[@]}")
 log=$work/job.log
 note "reference: the same example, never interrupted"
@@ -84,5 +84,4 @@ ck=$(grep -oP 'checkpoint of step \K[0-9]+' "$log" | tail -1)
 resume_requeued "$job" "$log" 1 "$ck"
 expect_weights "$job" "$log" "$want"
 note "weights_digest=$got equals the uninterrupted run (suspended at step $frozen, requeued at $ck, 2 workers signalled by Slurm)"
-rm -rf "$work"
 echo "PASS signal_children"

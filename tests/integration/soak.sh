@@ -19,7 +19,7 @@ minutes=${1:-30}
 [ "${HYDRO_TEST_PROGRAM:-}" = python ] || fail "soak.sh runs the Python example (HYDRO_TEST_PROGRAM=python)"
 start_cluster cgroup --cpus 4
 
-work=$(mktemp -d /tmp/hydro-soak.XXXXXX)
+make_work
 ckfs=$work/ckfs  # the checkpoints' own small file system, filled by the disk event
 mkdir -p "$ckfs" && mount -t tmpfs -o size=32m hydro-soak "$ckfs" || fail "cannot mount a tmpfs on $ckfs"
 trap 'rc=$?; set +e; umount -l "$ckfs" 2>/dev/null; (exit $rc); stop_cluster' EXIT

@@ -6,7 +6,7 @@
 source "$(dirname "$0")/lib.sh"
 start_cluster "${1:-cgroup}"
 
-work=$(mktemp -d /tmp/hydro-it.XXXXXX)
+make_work
 chmod 755 "$work"
 port=29640
 export HYDRO_CKPT_DIR=$work/ck HYDRO_CKPT_EVERY=100000 HYDRO_CKPT_MODE=sync_any HYDRO_STORE_TIMEOUT=60 MASTER_PORT=$port

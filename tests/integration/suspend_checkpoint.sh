@@ -17,7 +17,7 @@ start_spread "$proctrack" "$tasks" "$nodes"
 # The narrow model (lib.sh's model); the job's first run steps no faster than 20 ms (paced), so that
 # it is still training when the suspend lands, and after the requeue runs unpaced to the end.
 steps=${HYDRO_TEST_STEPS:-2000}
-work=$(mktemp -d /tmp/hydro-it.XXXXXX)
+make_work
 args=(--steps "$steps" --log-every 25 --pg-timeout 300 "${program_args[@]}" "${model[@]}")
 log=$work/job.log
 if [ "$tasks" = 1 ]; then
@@ -77,5 +77,4 @@ got=$(grep -oP '^weights_digest=\K\w+' "$log" | sort -u)
 restart_ms=$(ms_between "$log" 'hydro-launch\[[0-9]+\] .*resuming from step' 'first step done')
 report_figure "FIGURE path=suspend_then_requeue(n=$tasks) steps_lost=$((paused - ck)) signal_to_commit_ms=$commit_ms restart_to_first_step_ms=$restart_ms"
 note "weights_digest=$got equals the uninterrupted run; resumed at the suspend's step $ck"
-rm -rf "$work"
 echo "PASS suspend_checkpoint ($proctrack, $tasks task(s))"

@@ -17,7 +17,7 @@ conf_args=()
 start_spread "$proctrack" 1 1 "${conf_args[@]}"
 
 steps=${HYDRO_TEST_STEPS:-300}
-work=$(mktemp -d /tmp/hydro-it.XXXXXX)
+make_work
 args=(--steps "$steps" --log-every 1 "${program_args[@]}" "${model[@]}")
 log=$work/job.log
 if [ "$grace" != 2 ]; then
@@ -53,7 +53,6 @@ if [ "$grace" = 2 ]; then
   ! grep -q 'before the suspend' "$log" || fail "a checkpoint was taken before the suspend with the default 2 s"
   scontrol resume "$job"
   scancel "$job"
-  rm -rf "$work"
   echo "PASS suspend_grace ($proctrack, Slurm's default 2 s: no suspend checkpoint, and why)"
   exit 0
 fi
@@ -74,5 +73,4 @@ scontrol release "$job" 2>/dev/null || true
 resume_requeued "$job" "$log" 1 "$ck"
 expect_weights "$job" "$log" "$want"
 report_figure "FIGURE path=suspend_grace(grace=${grace}s) signal_to_commit_ms=$commit_ms"
-rm -rf "$work"
 echo "PASS suspend_grace ($proctrack, suspend_grace_time=$grace: a checkpoint of a 3 s step before the freeze)"

@@ -16,7 +16,7 @@ proctrack=${1:-cgroup} mode=${2:-partition} tasks=${3:-1}
 case "$mode" in partition|gang) ;; *) fail "suspend_preempt.sh: mode must be partition or gang, not '$mode'" ;; esac
 start_cluster "$proctrack"
 
-work=$(mktemp -d /tmp/hydro-it.XXXXXX)
+make_work
 # 50 ms a step (a sleep after it, which leaves the weights as they are): the job trains for 25 s
 # at least, through two turns of gang time slicing; the reference run, without it, is quick.
 args=(--steps "${HYDRO_TEST_STEPS:-500}" --log-every 1 --pg-timeout 3 "${model[@]}")
@@ -77,5 +77,4 @@ grep -hiE 'timed out|timeout waiting|Connection closed|hang:' "$work"/rank*.log 
   fail "a rank timed out or was taken for hung while the job was suspended"
 ranks_digest "$want"
 note "every rank paused before each of $freezes suspends by Slurm ($mode) and ended with weights_digest=$want"
-rm -rf "$work"
 echo "PASS suspend_preempt ($proctrack, $mode, $tasks task(s))"

@@ -7,7 +7,7 @@ proctrack=${1:-linuxproc}
 start_cluster "$proctrack"
 
 steps=${HYDRO_TEST_STEPS:-6000}
-work=$(mktemp -d /tmp/hydro-it.XXXXXX)
+make_work
 args=(--steps "$steps" --log-every 25)
 
 note "reference: the same example, never interrupted"
@@ -109,5 +109,4 @@ resume_requeued "$job" "$log" 2 "$ck2"
 expect_weights "$job" "$log" "$want"
 resumed=$(grep -oP 'resumed from .* at step \K[0-9]+' "$log" | tr '\n' ' ')
 note "weights_digest=$got equals the uninterrupted run; checkpoints at steps $ck1 $ck2, resumed at steps $resumed: 0 steps lost"
-rm -rf "$work"
 echo "PASS suspend_requeue ($proctrack)"

@@ -19,7 +19,7 @@ case "$nodes:$where" in
 esac
 
 steps=${HYDRO_TEST_STEPS:-4000}
-work=$(mktemp -d /tmp/hydro-it.XXXXXX)
+make_work
 args=(--steps "$steps" --log-every 25 --pg-timeout 300 "${model[@]}")
 if [ "$tasks" = 1 ]; then
   run=(exec)  # hydro-launch is the batch shell
@@ -81,5 +81,4 @@ wait_for "$log2" 'not requeueing: the job has been restarted 0 times \(SLURM_RES
 wait_state "$job2" 'FAILED|COMPLETED' 60
 grep -q 'checkpoint of step [0-9]* committed' "$log2" || fail "no checkpoint before giving up"
 show_new "$log2"
-rm -rf "$work"
 echo "PASS time_limit ($proctrack, $tasks task(s), $nodes node(s))"

@@ -19,7 +19,7 @@ torchrun=$(dirname "$python")/torchrun
 [ -x "$torchrun" ] || fail "no torchrun beside $python (run scripts/setup)"
 start_cluster "$proctrack"
 
-work=$(mktemp -d /tmp/hydro-it.XXXXXX)
+make_work
 hold=8 pg_timeout=5
 args=(--steps "${HYDRO_TEST_STEPS:-600}" --log-every 10 --pg-timeout "$pg_timeout" "${model[@]}")
 run=("$torchrun" --standalone --nproc-per-node=2 --max-restarts=3 "$train")
@@ -89,5 +89,4 @@ got=$(digests "$log")
 [ "$got" = "$want" ] || fail "weights differ: requeued '$got', uninterrupted '$want' (count digest)"
 note "both workers' weights_digest=${want#* } equals the run never interrupted"
 report_path "torchrun(n=2)" "$log" 'checkpoint-and-exit requested by SIGTERM'
-rm -rf "$work"
 echo "PASS torchrun ($proctrack)"

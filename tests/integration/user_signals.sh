@@ -8,7 +8,7 @@ proctrack=${1:-cgroup}
 start_cluster "$proctrack"
 
 steps=${HYDRO_TEST_STEPS:-3000}
-work=$(mktemp -d /tmp/hydro-it.XXXXXX)
+make_work
 chmod 0777 "$work"
 args=(--steps "$steps" --log-every 25 "${model[@]}")
 ctl=$build/ctl/hydroctl
@@ -66,5 +66,4 @@ as hydro-alice "$ctl" resume "$job" >/dev/null || fail "hydroctl resume as the o
 wait_steps "$log" 50
 expect_weights "$job" "$log" "$want"
 note "weights_digest=$got equals the untouched run"
-rm -rf "$work"
 echo "PASS user_signals ($proctrack)"

@@ -8,7 +8,7 @@ start_cluster "$proctrack"
 "$python" -c 'import torch.distributed.elastic.timer' 2>/dev/null ||
   fail "$python has no torch.distributed.elastic.timer (run scripts/setup)"
 
-work=$(mktemp -d /tmp/hydro-it.XXXXXX)
+make_work
 worker=$top/tests/unit/watchdog_worker.py
 cat >"$work/job.sh" <<JOB
 #!/bin/bash
@@ -37,5 +37,4 @@ wait_state "$job" COMPLETED 120
 [ ! -e "$work/watchdog-$job.0.fifo" ] || fail "hydro-launch left its FIFO behind"
 show_new "$log"
 note "the restarted job finished"
-rm -rf "$work"
 echo "PASS watchdog ($proctrack)"
