@@ -24,6 +24,12 @@ venv=${HYDRO_VENV:-$hydro_top/.venv}
 # compiles in about 20% less time than with -g, its object half the size (docs/design.md).
 build_type=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG")
 
+# hydro_version: the project's version, from CMakeLists.txt's project() line (where it lives);
+# empty if that line has none.
+hydro_version() {
+  sed -n 's/^project(hydro VERSION \([0-9][0-9.]*\).*/\1/p' "$hydro_top/CMakeLists.txt"
+}
+
 # build_python BUILD: the interpreter BUILD's Python binding is for (its HYDRO_PYTHON), which
 # runs the Python tests of that build; empty when BUILD has not been configured.
 build_python() {

@@ -53,7 +53,7 @@ note "under another torch: $(grep -o 'hydro was built for.*(from' <<<"$err")"
 # hydro-launch, in the venv's bin/ beside python: it runs, and it never loads libtorch.
 launcher=$pip_dir/venv/bin/hydro-launch
 grep -qE '^bin/hydro-launch$|/bin/hydro-launch$' <<<"$listing" || fail "the wheel has no bin/hydro-launch: $listing"
-[ "$("$launcher" --version)" = "hydro-launch $(sed -n 's/^project(hydro VERSION \([0-9.]*\).*/\1/p' "$top/CMakeLists.txt")" ] ||
+[ "$("$launcher" --version)" = "hydro-launch $(hydro_version)" ] ||
   fail "the venv's hydro-launch --version: $("$launcher" --version 2>&1)"
 ! grep -qE 'lib(torch|c10)' <<<"$(ldd "$launcher")" || fail "the venv's hydro-launch links libtorch: $(ldd "$launcher")"
 note "the venv's $launcher: $("$launcher" --version), no libtorch"

@@ -10,6 +10,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
+source "$top/scripts/paths.sh"  # hydro_version
 export HYDRO_SLURM_DIR=${HYDRO_SLURM_DIR:-/tmp/hydro-test-slurm}
 source "$here/package_lib.sh"
 [ "$(id -u)" = 0 ] || fail "installing packages needs root"
@@ -24,7 +25,7 @@ else
   note "scripts/package"
   "$top/scripts/package" --out "$work/debs" | sed 's/^/    | /'
 fi
-version=$(sed -n 's/^project(hydro VERSION \([0-9][0-9.]*\).*/\1/p' "$top/CMakeLists.txt")
+version=$(hydro_version)
 check_lintian "$work/debs" "$top/docs/admins-guide.md"
 hide_the_build
 

@@ -10,6 +10,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
+source "$top/scripts/paths.sh"  # hydro_version
 fail() { echo "FAIL: $*" >&2; exit 1; }
 note() { echo "== $*"; }
 [ "$(id -u)" = 0 ] || fail "rpm --root needs root"
@@ -22,7 +23,7 @@ if [ -z "$pkgs" ]; then
   "$top/scripts/package" --deb --rpm --out "$work/pkgs" | sed 's/^/    | /'
   pkgs=$work/pkgs
 fi
-version=$(sed -n 's/^project(hydro VERSION \([0-9][0-9.]*\).*/\1/p' "$top/CMakeLists.txt")
+version=$(hydro_version)
 triplet=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 
 # The Debian package each RPM stands for.
