@@ -59,9 +59,7 @@ ctl=(env -u HYDRO_SIGNALS "$build/ctl/hydroctl" --config "$yaml")
 out=$("${ctl[@]}" pause "$job") || fail "hydroctl pause failed: $out"
 grep -qF "sent SIGPWR to job $job (pause)" <<<"$out" || fail "hydroctl pause sent: $out"
 wait_for "$log" 'paused at (operator|the end of step)' 20
-held=$(last_step "$log")
-sleep 1
-[ "$(last_step "$log")" = "$held" ] || fail "training advanced while paused"
+holds "$log" "paused"
 out=$("${ctl[@]}" resume "$job") || fail "hydroctl resume failed: $out"
 grep -qF "sent SIGURG to job $job (resume)" <<<"$out" || fail "hydroctl resume sent: $out"
 wait_steps "$log" 50

@@ -28,9 +28,7 @@ note "hydroctl pause, before the program's first step (it is importing torch)"
 wait_for "$log" 'pause requested by SIGUSR1' 120
 wait_for "$log" 'paused at operator' 60
 grep -E 'pause requested|paused at' "$log" | sed 's/^/    | /'
-held=$(last_step "$log")
-sleep 1
-[ "$(last_step "$log")" = "$held" ] || fail "the program trained on while paused (step ${held:-none} -> $(last_step "$log"))"
+holds "$log" "paused"
 [ "$(job_state "$job")" = RUNNING ] || fail "the job is $(job_state "$job"), not RUNNING"
 note "paused at step ${held:-0}; the job, its batch shell and the tee live on"
 "$build/ctl/hydroctl" resume "$job" || fail "hydroctl resume failed"

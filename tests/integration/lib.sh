@@ -241,6 +241,17 @@ wait_state() {
 # last_step FILE: the last "step N" the example printed.
 last_step() { { grep -oE '^step [0-9]+' "$1" 2>/dev/null || true; } | tail -1 | cut -d' ' -f2; }
 
+# holds FILE WHAT [STEPS]: the example of FILE trains no further than STEPS (default 0) past its
+# last step for a second, while WHAT holds it ("suspended", "paused by the user"); $held is that
+# step.
+holds() {
+  local now
+  held=$(last_step "$1")
+  sleep 1
+  now=$(last_step "$1")
+  [ "${now:-0}" -le $((${held:-0} + ${3:-0})) ] || fail "training advanced while $2 (step ${held:-none} -> $now)"
+}
+
 # wait_steps FILE N [FROM]: until the example has printed a step at least N past FROM (default:
 # where it is now).
 wait_steps() {

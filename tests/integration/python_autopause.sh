@@ -29,9 +29,7 @@ scontrol suspend "$job"
 wait_state "$job" SUSPENDED
 wait_for "$log" 'hydro\[[0-9]+\] .*: paused at operator ' 10
 sleep 3  # past the freeze, 2 s after SIGTSTP
-frozen=$(last_step "$log")
-sleep 1
-[ "$(last_step "$log")" = "$frozen" ] || fail "training advanced while suspended"
+holds "$log" "suspended"
 show_new "$log"
 note "scontrol resume"
 scontrol resume "$job"
@@ -43,9 +41,7 @@ note "hydroctl pause, then resume"
 pauses=$(count "$log" 'paused at operator ')
 "$build/ctl/hydroctl" pause "$job" || fail "hydroctl pause $job failed"
 wait_count "$log" 'paused at operator ' $((pauses + 1)) 10
-held=$(last_step "$log")
-sleep 1
-[ "$(last_step "$log")" -le $((held + 1)) ] || fail "training advanced while paused by hydroctl"
+holds "$log" "paused by hydroctl" 1
 "$build/ctl/hydroctl" resume "$job" || fail "hydroctl resume $job failed"
 wait_steps "$log" 100
 show_new "$log"

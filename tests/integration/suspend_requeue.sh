@@ -41,10 +41,8 @@ for attempt in $(seq 10); do
   # a "paused at" line that is there after the freeze was written before it.
   wait_for "$log" 'hydro\[[0-9]+\] .*: paused at (operator |the end of step)' 10
   sleep 3
-  frozen=$(last_step "$log")
   grep -q 'pause requested by SIGTSTP' "$log" || fail "the pause was not requested by SIGTSTP"
-  sleep 1
-  [ "$(last_step "$log")" = "$frozen" ] || fail "training advanced while suspended"
+  holds "$log" "suspended"
   show_new "$log"
   if grep -qE 'paused at operator ' "$log"; then break; fi
   [ "$attempt" = 10 ] && fail "the pause never took hold at an operator in 10 suspends"
@@ -53,7 +51,7 @@ for attempt in $(seq 10); do
   wait_for "$log" "resumed at the end of step" 10
   wait_steps "$log" 50
 done
-note "paused at operator $(grep -oP 'paused at operator \K.*(?= \(thread)' "$log" | tail -1) at step $frozen; the job is frozen"
+note "paused at operator $(grep -oP 'paused at operator \K.*(?= \(thread)' "$log" | tail -1) at step $held; the job is frozen"
 
 paused_ms=$(ms_between "$log" 'pause requested by SIGTSTP' 'paused at (operator|the end of step)')
 echo "FIGURE path=suspend steps_lost=0 signal_to_paused_ms=$paused_ms (the freeze comes 2000 ms after SIGTSTP)"
@@ -69,9 +67,7 @@ pauses=$(count "$log" 'paused at (operator|the end of step)')
 scancel -b --signal=USR1 "$job"
 wait_for "$log" 'pause requested by SIGUSR1' 10
 wait_count "$log" 'paused at (operator|the end of step)' $((pauses + 1)) 10
-held=$(last_step "$log")
-sleep 1
-[ "$(last_step "$log")" = "$held" ] || fail "training advanced while paused by the user"
+holds "$log" "paused by the user"
 scancel -b --signal=USR2 "$job"
 wait_for "$log" 'resume requested by SIGUSR2' 10
 wait_steps "$log" 50
