@@ -29,6 +29,7 @@ extern "C" {
 #include <cstring>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hydro/exit_codes.h"
@@ -218,6 +219,17 @@ int wrap_in_launcher(spank_t sp, const std::string& job) {
   return 0;
 }
 
+// Where a job's setting comes from: the first of its --hydro-* option, the job's environment (set,
+// even to ""), and the admin's default; `none` where none sets it.
+enum class SettingFrom { option, environment, admin, none };
+std::pair<std::string, SettingFrom> job_setting(spank_t sp, const hydro::admin::SettingSpec& spec) {
+  std::string v = hydro::admin::job_setting_value(g_options, spec);
+  if (!v.empty()) return {v, SettingFrom::option};
+  if (env_set(sp, spec.env)) return {get_env(sp, spec.env), SettingFrom::environment};
+  v = hydro::admin::job_setting_value(g_config.defaults, spec);
+  return {v, v.empty() ? SettingFrom::none : SettingFrom::admin};
+}
+
 int task_init(spank_t sp) {
   if (!g_config_ok) {
     slurm_error("hydro: task_init: the admin's hydro config is invalid, so the job cannot start: %s",
@@ -234,17 +246,13 @@ int task_init(spank_t sp) {
 
   if (set_env(sp, env_name(Setting::suspend_grace), std::to_string(g_grace.seconds))) return -1;
   if (set_env(sp, hydro::kSuspendGraceFromEnv, g_grace.from)) return -1;
-  // Command line beats the job's environment, which beats the admin's default.
   for (const auto& spec : job_setting_specs()) {
     if (spec.env == std::string(env_name(Setting::suspend_grace))) continue;  // Slurm's, set above
-    std::string value = hydro::admin::job_setting_value(g_options, spec);
-    if (value.empty() && env_set(sp, spec.env)) continue;
-    if (value.empty() && std::string(spec.key) == "checkpoint_dir" && g_config.defaults.has("checkpoint_dir")) {
-      if (job_dir(sp, job, &value)) return -1;
-    } else if (value.empty()) {
-      value = hydro::admin::job_setting_value(g_config.defaults, spec);
-    }
-    if (value.empty() && std::string(spec.key) == "default_pause") value = "off";
+    auto [value, from] = job_setting(sp, spec);
+    if (from == SettingFrom::environment) continue;  // the job's own, there already
+    // The admin's checkpoint_dir is a template: this job's directory, made for it.
+    if (from == SettingFrom::admin && std::string(spec.key) == "checkpoint_dir" && job_dir(sp, job, &value)) return -1;
+    if (from == SettingFrom::none && std::string(spec.key) == "default_pause") value = "off";
     if (!value.empty() && set_env(sp, spec.env, value)) return -1;
   }
   if (default_checkpoint_dir(sp, job)) return -1;
@@ -260,14 +268,8 @@ bool hydro_on(spank_t sp) {
   if (g_launch) return true;
   const std::string pause_env = env_name(Setting::pause);
   for (const auto& spec : job_setting_specs()) {
-    std::string v = hydro::admin::job_setting_value(g_options, spec);
-    if (spec.env != pause_env) {
-      if (!v.empty()) return true;
-      continue;
-    }
-    if (v.empty()) v = get_env(sp, spec.env);
-    if (v.empty()) v = hydro::admin::job_setting_value(g_config.defaults, spec);
-    if (v == "on") return true;
+    if (spec.env == pause_env && job_setting(sp, spec).first == "on") return true;
+    if (spec.env != pause_env && !hydro::admin::job_setting_value(g_options, spec).empty()) return true;
   }
   return false;
 }
