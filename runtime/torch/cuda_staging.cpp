@@ -1,5 +1,5 @@
 // Issue 58, built only against a libtorch with CUDA: a checkpoint's copies of device tensors
-// (snapshot.h's DeviceCopyCalls). Each goes on a stream of hydro's, after an event of the stream
+// (snapshot.h's DeviceCopyCalls), and a resume's back. Each goes on a stream of hydro's, after an event of the stream
 // that made the tensor (not a device-wide sync), into host memory pinned by cudaHostAlloc; an event
 // per copy is what TensorPool::finish() waits for. The caching allocator keeps the tensor's memory
 // until its copy is done (recordStream). Every call runs on a device this process already uses, so
@@ -75,18 +75,23 @@ struct CudaCopies {
     return failed;
   }
 
+  // A save's copy (src on the device) or a resume's (dst on the device, src its pinned slot).
   Status queue(size_t copy, const at::Tensor& dst, const at::Tensor& src) {
-    const c10::DeviceIndex device = src.device().index();
+    const bool to_host = src.is_cuda();
+    const at::Tensor& on_device = to_host ? src : dst;
+    const c10::DeviceIndex device = on_device.device().index();
     try {
       c10::cuda::CUDAGuard guard(device);
       c10::cuda::CUDAStream stream = stream_on(device);
       HYDRO_RETURN_IF_ERROR(after_the_work_on(device, stream.stream()));
-      cudaError_t e = cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), src.nbytes(), cudaMemcpyDeviceToHost, stream);
+      cudaError_t e = cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), src.nbytes(),
+                                      to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice, stream);
       if (e != cudaSuccess) return cuda_failed("cudaMemcpyAsync", e);
-      c10::cuda::CUDACachingAllocator::recordStream(src.storage().data_ptr(), stream);
+      c10::cuda::CUDACachingAllocator::recordStream(on_device.storage().data_ptr(), stream);
       return mark_done(copy, device, stream);
     } catch (const std::exception& e) {
-      return Status::io(std::string("queuing a copy to host memory: ") + e.what());
+      return Status::io(std::string(to_host ? "queuing a copy to host memory: " : "queuing a copy to the device: ") +
+                        e.what());
     }
   }
 

@@ -246,6 +246,10 @@ int64_t Runtime::resume() {
   std::vector<const TrackedItem*> files;
   for (const auto& t : tracked_) files.push_back(&t);
   files.push_back(&rng_item());
+  // Device tensors go back to their devices through the pool's pinned slots (issue 58), which the
+  // first save then reuses.
+  std::optional<TensorPool::Restoring> restoring;
+  if (pool_->stages_device_tensors()) restoring.emplace(*pool_);
   for (const auto* t : files) {
     try {
       t->read(load_path(path, manifest, t->name + ".pt"));

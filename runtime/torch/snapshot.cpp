@@ -126,6 +126,31 @@ torch::Tensor TensorPool::device_buffer(const torch::Tensor& src) {
   return device_.takes(src) ? device_.buffer_like(src) : torch::Tensor();
 }
 
+bool TensorPool::restore(const std::string& key, const torch::Tensor& dst, const torch::Tensor& src) {
+  // src: host memory of dst's shape and dtype, contiguous, plain bytes.
+  if (!dst.defined() || !src.defined() || !device_.takes(dst) || !dst.is_contiguous() || !host_slot_for(src, dst))
+    return false;
+  torch::Tensor& slot = slots_[key];
+  if (!slot.defined() || !host_slot_for(slot, dst)) slot = device_.buffer_like(dst);
+  copy_now(slot, src);
+  throw_if_failed(device_.queue(dst, slot));
+  return true;
+}
+
+torch::Tensor TensorPool::restore_to(const std::string& key, const torch::Tensor& src, torch::Device device) {
+  if (!src.defined() || !device_.takes(torch::empty({0}, src.options().device(device)))) return {};
+  torch::Tensor dst = torch::empty(src.sizes(), src.options().device(device).requires_grad(false));
+  return restore(key, dst, src) ? dst : torch::Tensor();
+}
+
+namespace {
+thread_local TensorPool* t_restoring = nullptr;
+}  // namespace
+
+TensorPool::Restoring::Restoring(TensorPool& pool) : outer_(t_restoring) { t_restoring = &pool; }
+TensorPool::Restoring::~Restoring() { t_restoring = outer_; }
+TensorPool* TensorPool::restoring() { return t_restoring; }
+
 void TensorPool::finish() {
   try {
     share_.finish();
@@ -205,12 +230,12 @@ struct ModuleImage {
 std::shared_ptr<ModuleImage> image_of(const std::string& key, const torch::nn::Module& m, TensorPool& pool) {
   auto img = std::make_shared<ModuleImage>();
   for (const auto& p : m.named_parameters(/*recurse=*/false))
-    img->params.emplace_back(p.key(), pool.copy(key + "/" + p.key(), p.value()));
+    img->params.emplace_back(p.key(), pool.copy(slot_key(key, p.key()), p.value()));
   for (const auto& b : m.named_buffers(/*recurse=*/false))
-    img->buffers.emplace_back(b.key(), pool.copy(key + "/" + b.key(), b.value()));
+    img->buffers.emplace_back(b.key(), pool.copy(slot_key(key, b.key()), b.value()));
   for (const auto& c : m.named_children())
     if (c.value()->is_serializable())
-      img->children.emplace_back(c.key(), image_of(key + "/" + c.key(), *c.value(), pool));
+      img->children.emplace_back(c.key(), image_of(slot_key(key, c.key()), *c.value(), pool));
   return img;
 }
 
@@ -223,25 +248,14 @@ class Shadow : public torch::optim::Optimizer {
   void load(torch::serialize::InputArchive&) override {}
 };
 
-// An optimizer's state key: libtorch 1.x keys it by the parameter's address as text, 2.x by the
-// address itself. Either names the parameter's copy slot.
-template <typename Key>
-std::string state_key(const Key& k) {
-  if constexpr (std::is_pointer_v<Key>) {
-    return std::to_string(reinterpret_cast<std::uintptr_t>(k));
-  } else {
-    return k;
-  }
-}
-
 template <typename State, typename Options>
 Captured capture_typed(const std::string& key, torch::optim::Optimizer& live, TensorPool& pool) {
   auto shadow = std::make_shared<Shadow>(live);
   for (const auto& [k, s] : live.state()) {
     auto c = std::make_unique<State>(static_cast<const State&>(*s));
-    const std::string slot = key + "/" + state_key(k);
+    const std::string slot = optimizer_state_slot(key, k);
     for_each_state_tensor(
-        *c, [&](const std::string& name, const torch::Tensor& t) { return pool.copy(slot + "/" + name, t); });
+        *c, [&](const std::string& name, const torch::Tensor& t) { return pool.copy(slot_key(slot, name), t); });
     shadow->state()[k] = std::move(c);
   }
   return {[shadow](torch::serialize::OutputArchive& a) { torch::optim::serialize<State, Options>(a, *shadow); },
@@ -301,6 +315,14 @@ bool for_each_state_tensor(torch::optim::OptimizerParamState& s, const StateTens
     return false;
   }
   return true;
+}
+
+void for_each_module_slot(const std::string& key, const torch::nn::Module& module,
+                          const std::function<void(const std::string& slot, const torch::Tensor&)>& f) {
+  for (const auto& p : module.named_parameters(/*recurse=*/false)) f(slot_key(key, p.key()), p.value());
+  for (const auto& b : module.named_buffers(/*recurse=*/false)) f(slot_key(key, b.key()), b.value());
+  for (const auto& c : module.named_children())
+    if (c.value()->is_serializable()) for_each_module_slot(slot_key(key, c.key()), *c.value(), f);
 }
 
 Captured capture_module(const std::string& key, const torch::nn::Module& module, TensorPool& pool) {

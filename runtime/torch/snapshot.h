@@ -6,10 +6,12 @@
 
 #include <torch/torch.h>
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -28,6 +30,7 @@ struct DeviceCopyCalls {
   std::function<bool(const torch::Tensor&)> takes;  // a tensor whose copy these make
   std::function<Status(uint64_t, void**)> pin;      // as StagingCalls'
   std::function<void(void*, uint64_t)> unpin;       // ...
+  // dst <- src, one a device tensor and the other its host slot: a save's copy, or a resume's.
   std::function<Status(size_t copy, const torch::Tensor& dst, const torch::Tensor& src)> queue;
   std::function<Status(size_t copy)> wait;  // and then forgets the copy's event
 };
@@ -50,7 +53,8 @@ class DeviceCopies {
   bool present() const { return calls_.takes && calls_.present && calls_.present(); }
   // A CPU tensor of src's shape and dtype, contiguous, over host memory for its copy.
   torch::Tensor buffer_like(const torch::Tensor& src);
-  // dst (host memory, contiguous, src's shape and dtype) <- src, queued: both held until finish().
+  // dst <- src, queued, both held until finish(): a save's (dst host memory, contiguous, of src's
+  // shape and dtype) or a resume's (src a host slot, dst a contiguous device tensor of its shape).
   Status queue(const torch::Tensor& dst, const torch::Tensor& src);
   Status finish();
 
@@ -84,8 +88,29 @@ class TensorPool {
   // Host memory for the copy of `src` where it is a device tensor (pinned: the Python binding's
   // slots); undefined for any other.
   torch::Tensor device_buffer(const torch::Tensor& src);
-  // Whether a device's tensors can be here: then a sync save stages too (tracked.h's write_item).
+  // Whether a device's tensors can be here: then a sync save stages too (tracked.h's write_item),
+  // and a resume restores through the pool (Restoring).
   bool stages_device_tensors() const { return device_.present(); }
+
+  // Resume: `dst`, a contiguous device tensor, gets `src`'s bytes (a host tensor of its shape and
+  // dtype, as the checkpoint held it) through the pool's slot under `key`: pinned, and the slot a
+  // save of dst under that key uses next. The device copy is queued; finish() waits for it. False,
+  // and nothing done, for any other pair: the caller copies.
+  bool restore(const std::string& key, const torch::Tensor& dst, const torch::Tensor& src);
+  // The same into a new tensor on `device`; undefined where the pool does not take it.
+  torch::Tensor restore_to(const std::string& key, const torch::Tensor& src, torch::Device device);
+
+  // While one lives, restoring() on this thread is `pool`: Runtime::resume's loads restore their
+  // device tensors through it.
+  class Restoring {
+   public:
+    explicit Restoring(TensorPool& pool);
+    ~Restoring();
+
+   private:
+    TensorPool* outer_;
+  };
+  static TensorPool* restoring();
 
   // While one lives, copy_for_checkpoint() on this thread queues to `pool`; it ends with every
   // copy done (finish(), whose errors it drops if nobody called it first).
@@ -109,6 +134,24 @@ class TensorPool {
   WorkShare share_;
   DeviceCopies device_;
 };
+
+// A tensor's slot in a pool: NAME under PARENT (a module's tensors and children, an optimizer
+// state's tensors), as a save's copy and a resume's restore both name it.
+inline std::string slot_key(const std::string& parent, const std::string& name) { return parent + "/" + name; }
+// Each parameter and buffer of `module`, the tree included, with its slot under `key` (a module
+// tracked as `key`).
+void for_each_module_slot(const std::string& key, const torch::nn::Module& module,
+                          const std::function<void(const std::string& slot, const torch::Tensor&)>& f);
+// The slot of one parameter's optimizer state, in an optimizer tracked as `key`: libtorch 1.x keys
+// the state by the parameter's address as text, 2.x by the address itself.
+template <typename Key>
+std::string optimizer_state_slot(const std::string& key, const Key& k) {
+  if constexpr (std::is_pointer_v<Key>) {
+    return slot_key(key, std::to_string(reinterpret_cast<std::uintptr_t>(k)));
+  } else {
+    return slot_key(key, k);
+  }
+}
 
 // A tracked item as captured: an archive writer over copies, the serialized bytes, or a stream
 // writer over copies (the Python binding's). Exactly one is set; each runs on the background thread.

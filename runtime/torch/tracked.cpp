@@ -31,20 +31,51 @@ std::string shape_text(const std::vector<int64_t>& v) {
   return s + "]";
 }
 
-// A loaded tensor's device is the one it was saved from, and libtorch's read moves the tensor it
-// loads into there (set_data). A checkpoint's copies of device tensors are host tensors (a staged
-// save's, an async one's): each goes back to the device it was on before the load.
-void back_to(const std::vector<std::pair<torch::Tensor, torch::Device>>& devices) {
-  torch::NoGradGuard no_grad;
-  for (const auto& [t, device] : devices)
-    if (t.defined() && t.device() != device) t.set_data(t.to(device));
+// A tensor as it was before a load: the tensor, an alias of its memory then (kept, so that the
+// load does not free it), and its slot in the pool.
+struct Before {
+  torch::Tensor t, memory;
+  std::string slot;
+};
+
+std::vector<Before> before_load(const std::string& key, const torch::nn::Module& module) {
+  std::vector<Before> v;
+  for_each_module_slot(key, module, [&v](const std::string& slot, const torch::Tensor& t) {
+    v.push_back({t, t.defined() ? t.detach() : t, slot});
+  });
+  return v;
 }
 
-std::vector<std::pair<torch::Tensor, torch::Device>> devices_of(const torch::nn::Module& module) {
-  std::vector<std::pair<torch::Tensor, torch::Device>> v;
-  for (const auto& p : module.parameters()) v.emplace_back(p, p.device());
-  for (const auto& b : module.buffers()) v.emplace_back(b, b.device());
-  return v;
+// After a failure: no copy is left writing into memory (the failure is the error reported).
+void finish_quietly(TensorPool& pool) {
+  try {
+    pool.finish();
+  } catch (...) {
+  }
+}
+
+// libtorch's read puts a tensor it loads where the checkpoint's was (set_data): a checkpoint's
+// copies of device tensors are host tensors (a staged save's, an async one's). Each goes back into
+// the memory it had on its device: through its pinned slot on hydro's stream where the resume
+// restores through a pool (TensorPool::restoring(), issue 58), all queued, then waited for; by
+// torch's copy for any other.
+void back_to(const std::vector<Before>& tensors) {
+  torch::NoGradGuard no_grad;
+  TensorPool* pool = TensorPool::restoring();
+  try {
+    for (const auto& b : tensors) {
+      if (!b.t.defined() || !b.memory.defined()) continue;
+      if (pool && pool->restore(b.slot, b.memory, b.t)) {
+        b.t.set_data(b.memory);
+      } else if (b.t.device() != b.memory.device()) {
+        b.t.set_data(b.t.to(b.memory.device()));
+      }
+    }
+  } catch (...) {
+    if (pool) finish_quietly(*pool);
+    throw;
+  }
+  if (pool) pool->finish();
 }
 
 // libtorch's key for a parameter's optimizer state: its TensorImpl's address (2.x), or that
@@ -61,9 +92,12 @@ Key state_key_of(const torch::Tensor& p) {
 }
 
 // Optimizer::load keeps each state tensor where the checkpoint's was: each goes to its parameter's
-// device, as Python's load_state_dict does.
-void load_optimizer_by_params(torch::optim::Optimizer& optimizer, torch::serialize::InputArchive& a) {
+// device, as Python's load_state_dict does, through its pinned slot where the resume restores
+// through a pool (as back_to).
+void load_optimizer_by_params(const std::string& name, torch::optim::Optimizer& optimizer,
+                              torch::serialize::InputArchive& a) {
   optimizer.load(a);
+  TensorPool* pool = TensorPool::restoring();
   using Key = std::decay_t<decltype(optimizer.state().begin()->first)>;
   std::map<Key, torch::Device> device_of;
   for (const auto& group : optimizer.param_groups())
@@ -72,19 +106,28 @@ void load_optimizer_by_params(torch::optim::Optimizer& optimizer, torch::seriali
   for (auto& [key, state] : optimizer.state()) {
     auto it = device_of.find(key);
     if (it == device_of.end()) continue;
-    for_each_state_tensor(*state, [&](const std::string&, const torch::Tensor& t) {
-      return t.defined() && t.device() != it->second ? t.to(it->second) : t;
-    });
+    const std::string slot = optimizer_state_slot(name, key);
+    try {
+      for_each_state_tensor(*state, [&](const std::string& tensor, const torch::Tensor& t) {
+        torch::Tensor staged = pool ? pool->restore_to(slot_key(slot, tensor), t, it->second) : torch::Tensor();
+        if (staged.defined()) return staged;
+        return t.defined() && t.device() != it->second ? t.to(it->second) : t;
+      });
+    } catch (...) {
+      if (pool) finish_quietly(*pool);
+      throw;
+    }
   }
+  if (pool) pool->finish();
 }
 
 // Module::load replaces each tensor with the saved one, whatever its shape: a checkpoint of
 // another model must be an error that names the tensor, not a model that silently changed.
-void load_module_checked(torch::nn::Module& module, torch::serialize::InputArchive& a) {
+void load_module_checked(const std::string& key, torch::nn::Module& module, torch::serialize::InputArchive& a) {
   auto before = tensor_shapes(module);
-  const auto devices = devices_of(module);
+  const auto tensors = before_load(key, module);
   module.load(a);
-  back_to(devices);
+  back_to(tensors);
   std::map<std::string, std::vector<int64_t>> after;
   for (auto& [key, shape] : tensor_shapes(module)) after[key] = std::move(shape);
   for (const auto& [key, shape] : before) {
@@ -149,7 +192,7 @@ TrackedItem archive_item(const std::string& name, std::function<void(torch::seri
 
 TrackedItem module_item(const std::string& name, torch::nn::Module& module) {
   TrackedItem t = archive_item(
-      name, [&module](auto& a) { module.save(a); }, [&module](auto& a) { load_module_checked(module, a); },
+      name, [&module](auto& a) { module.save(a); }, [&module, name](auto& a) { load_module_checked(name, module, a); },
       [&module, name](TensorPool& pool) { return capture_module(name, module, pool); });
   t.stages = true;
   return t;
@@ -158,7 +201,7 @@ TrackedItem module_item(const std::string& name, torch::nn::Module& module) {
 TrackedItem optimizer_item(const std::string& name, torch::optim::Optimizer& optimizer) {
   TrackedItem t = archive_item(
       name, [&optimizer](auto& a) { optimizer.save(a); },
-      [&optimizer](auto& a) { load_optimizer_by_params(optimizer, a); },
+      [&optimizer, name](auto& a) { load_optimizer_by_params(name, optimizer, a); },
       [&optimizer, name](TensorPool& pool) { return capture_optimizer(name, optimizer, pool); });
   t.stages = copies_state_by_tensor(optimizer);
   return t;
@@ -172,9 +215,9 @@ TrackedItem sampler_item(const std::string& name, torch::data::samplers::Sampler
 TrackedItem tensor_item(const std::string& name, torch::Tensor& tensor) {
   TrackedItem t = archive_item(
       name, [&tensor](auto& a) { a.write("tensor", tensor); },
-      [&tensor](auto& a) {
-        std::vector<std::pair<torch::Tensor, torch::Device>> before;
-        if (tensor.defined()) before.emplace_back(tensor, tensor.device());  // none yet: read assigns
+      [&tensor, name](auto& a) {
+        std::vector<Before> before;
+        if (tensor.defined()) before.push_back({tensor, tensor.detach(), name});  // none yet: read assigns
         a.read("tensor", tensor);
         back_to(before);
       },

@@ -1,6 +1,6 @@
 // Issue 58: a checkpoint's copies of device tensors (snapshot.h's DeviceCopies and TensorPool),
-// through the Runtime's sync and async saves, over a CPU stand-in for the device: no GPU is in CI.
-// Its "device tensors" are the double ones. A copy is queued with its destination poisoned (NaN)
+// through the Runtime's sync and async saves and its resume, over a CPU stand-in for the device:
+// no GPU is in CI. Its "device tensors" are the double ones. A copy is queued with its destination poisoned (NaN)
 // and runs only when waited for, in order, as on a stream: a file written before its copies were
 // waited for would hold NaNs. The CUDA calls themselves run in scripts/gpu-check.
 #include <gtest/gtest.h>
@@ -207,6 +207,65 @@ TEST_F(DeviceCopiesTest, AQueueThatThrowsFailsTheSaveAndTheNextStartsAfresh) {
     rt.save(2);  // afresh: each copy into its own slot
   }
   EXPECT_TRUE(resumes_to_the_model(dir.path + "/ck"));
+}
+
+// One more AdamW step of `m` and `o` on the same batch as any other's.
+void step(torch::nn::Sequential& m, torch::optim::AdamW& o) {
+  torch::manual_seed(5);
+  o.zero_grad();
+  m->forward(torch::randn({16, 8}, torch::kDouble)).pow(2).mean().backward();
+  o.step();
+}
+
+TEST_F(DeviceCopiesTest, AResumeCopiesEachDeviceTensorFromAPinnedSlotThatTheNextSaveReuses) {
+  test::TempDir dir;
+  train();
+  {
+    Runtime rt(settings(dir.path + "/ck"));
+    rt.track("model", *model);
+    rt.track("opt", *opt);
+    rt.save(1);
+  }
+  auto fresh = test::make_model();
+  fresh->to(torch::kDouble);
+  torch::optim::AdamW fresh_opt(fresh->parameters());
+  std::vector<void*> memory;
+  for (const auto& p : fresh->parameters()) memory.push_back(p.data_ptr());
+  const int pins = device.pins, queued = device.queued, waited = device.waited;
+  Runtime rt(settings(dir.path + "/ck"));
+  rt.track("model", *fresh);
+  rt.track("opt", fresh_opt);
+  ASSERT_EQ(rt.resume(), 1);
+  EXPECT_EQ(device.queued - queued, kDeviceTensors) << "each tensor's copy queued on the device's stream";
+  EXPECT_EQ(device.waited - waited, kDeviceTensors);
+  EXPECT_EQ(device.pins - pins, kDeviceTensors) << "from host memory pinned for it";
+  for (size_t i = 0; i < memory.size(); ++i)
+    EXPECT_EQ(fresh->parameters()[i].data_ptr(), memory[i]) << "parameter " << i << " back in its own memory";
+  EXPECT_TRUE(same_model(model, fresh)) << "no NaN of a copy not yet made, bit for bit";
+  step(model, *opt);
+  step(fresh, fresh_opt);
+  EXPECT_TRUE(same_model(model, fresh)) << "the optimizer's state restored too";
+  rt.save(2);
+  EXPECT_EQ(device.pins - pins, kDeviceTensors) << "the save copies into the slots the resume pinned";
+}
+
+TEST_F(DeviceCopiesTest, AResumeWhoseCopyFailsNamesTheFileAndTheError) {
+  test::TempDir dir;
+  train();
+  save_model_once(dir.path + "/ck");
+  device.fail_wait = 1;
+  auto fresh = test::make_model();
+  fresh->to(torch::kDouble);
+  Runtime rt(settings(dir.path + "/ck"));
+  rt.track("model", *fresh);
+  try {
+    rt.resume();
+    ADD_FAILURE() << "the resume went on with a copy that failed";
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("model.pt"), std::string::npos) << what;
+    EXPECT_NE(what.find("illegal memory access"), std::string::npos) << what;
+  }
 }
 
 TEST_F(DeviceCopiesTest, OnlyWhatCopiesTensorByTensorIsStagedAndSparseTensorsGoTorchsWay) {
