@@ -3,7 +3,8 @@
 // pins nothing new and sees the work queued before it, and prints the rate from the first copy
 // queued to the last one done beside a plain pinned copy of the same bytes and libtorch's `.cpu()`
 // (pageable), in the same run (the goal: at least 0.8 of the pinned). First, a C++ job's model and
-// AdamW saved (sync_any, async) and resumed: back on the device, bit for bit.
+// AdamW saved (sync_any, async) and resumed: back on the device, in the memory each parameter had,
+// bit for bit.
 //   hydro-staging-check [GIB [TENSORS]]   GIB of device tensors (default 4) in TENSORS (default 64)
 // `--linked` only says it was built and loads (CI, which has no GPU).
 #include <torch/torch.h>
@@ -79,16 +80,19 @@ void resume_round_trip(hydro::CheckpointMode mode, const std::string& name) {
   auto fresh = make_model();
   torch::optim::AdamW fresh_opt(fresh->parameters());
   train_step(fresh, fresh_opt);  // other weights and states, to be replaced
+  std::vector<const void*> memory;
+  for (const auto& p : fresh->parameters()) memory.push_back(p.data_ptr());
   {
     hydro::Runtime rt(s);
     rt.track("model", *fresh);
     rt.track("opt", fresh_opt);
     rt.resume();
   }
-  bool same = true, on_device = true;
+  bool same = true, on_device = true, kept = true;
   for (size_t i = 0; i < model->parameters().size(); ++i) {
     same = same && torch::equal(model->parameters()[i].cpu(), fresh->parameters()[i].cpu());
     on_device = on_device && fresh->parameters()[i].is_cuda();
+    kept = kept && fresh->parameters()[i].data_ptr() == memory[i];
   }
   for (auto& [key, state] : fresh_opt.state())
     hydro::for_each_state_tensor(*state, [&](const std::string&, const torch::Tensor& t) {
@@ -97,10 +101,17 @@ void resume_round_trip(hydro::CheckpointMode mode, const std::string& name) {
     });
   check(same, name + ": the resumed model is the saved one, bit for bit");
   check(on_device, name + ": its parameters and optimizer state are back on the device");
+  check(kept, name + ": each parameter back in the device memory it had (copied from its pinned slot)");
   try {
+    torch::manual_seed(7);
+    train_step(model, opt);
+    torch::manual_seed(7);
     train_step(fresh, fresh_opt);
     torch::cuda::synchronize();
-    check(true, name + ": a step runs after the resume");
+    bool stepped_same = true;
+    for (size_t i = 0; i < model->parameters().size(); ++i)
+      stepped_same = stepped_same && torch::equal(model->parameters()[i].cpu(), fresh->parameters()[i].cpu());
+    check(stepped_same, name + ": a step after the resume is the saved job's step, bit for bit (AdamW's state too)");
   } catch (const std::exception& e) {
     check(false, name + ": a step after the resume: " + e.what());
   }
