@@ -9,6 +9,7 @@ torch 2.6's fully_shard trains on no CPU (torch.cpu.Stream has no record_event b
 each rank trains the whole model, and the state saved and loaded is the same, sharded as FSDP2's
 is (each tensor's dim 0 across the ranks, by distribute_tensor).
 Usage: dcp_save.py ROOT"""
+import faulthandler
 import os
 import sys
 
@@ -93,4 +94,7 @@ def main(root):
 
 
 if __name__ == "__main__":
+    # Within test_dcp_storage.py's 300 s: a rank that hangs prints every thread's stack and exits,
+    # so that a failure says where (it takes about 15 s).
+    faulthandler.dump_traceback_later(240, exit=True)
     main(sys.argv[1])

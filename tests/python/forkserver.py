@@ -242,12 +242,23 @@ class Child:
         for r in readers:
             r.join(timeout)
             if r.is_alive():
-                import subprocess
-                raise subprocess.TimeoutExpired(self.args, timeout)
+                self._timed_out(readers, out, timeout)
         for f in pipes:
             f.close()
         self.wait(timeout)
         return out.get(self.stdout), out.get(self.stderr)
+
+    def _timed_out(self, readers, out, timeout):
+        """Kills the child that outlived `timeout`, and shows what it wrote (pytest prints a failed
+        test's stderr): where it hung, not only that it did."""
+        import subprocess
+        self.kill()
+        for r in readers:
+            r.join(10)
+        for f, text in out.items():
+            print(f"----- {self.args} ({'stdout' if f is self.stdout else 'stderr'}, killed after {timeout} s)\n"
+                  f"{text if text is not None else '(still open)'}", file=sys.stderr)
+        raise subprocess.TimeoutExpired(self.args, timeout)
 
     def send_signal(self, sig):
         if self.returncode is None:

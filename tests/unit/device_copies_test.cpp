@@ -95,6 +95,13 @@ class DeviceCopiesTest : public test::RuntimeTest {
     rt.track("model", *model);
     rt.save(1);
   }
+  // One sync save of the model and its AdamW, at step 1.
+  void save_model_and_opt_once(const std::string& dir) {
+    Runtime rt(settings(dir));
+    rt.track("model", *model);
+    rt.track("opt", *opt);
+    rt.save(1);
+  }
   // The model as the newest checkpoint under `dir` holds it.
   torch::nn::Sequential resumed(const std::string& dir) {
     auto fresh = test::make_model();
@@ -220,12 +227,7 @@ void step(torch::nn::Sequential& m, torch::optim::AdamW& o) {
 TEST_F(DeviceCopiesTest, AResumeCopiesEachDeviceTensorFromAPinnedSlotThatTheNextSaveReuses) {
   test::TempDir dir;
   train();
-  {
-    Runtime rt(settings(dir.path + "/ck"));
-    rt.track("model", *model);
-    rt.track("opt", *opt);
-    rt.save(1);
-  }
+  save_model_and_opt_once(dir.path + "/ck");
   auto fresh = test::make_model();
   fresh->to(torch::kDouble);
   torch::optim::AdamW fresh_opt(fresh->parameters());
