@@ -88,9 +88,12 @@ def main(root):
             f.truncate(f.seek(0, os.SEEK_END) - 1)
     dist.barrier()
     load(model, opt, state, root, "fallback")
-    dist.destroy_process_group()
     sys.stdout.flush()
-    os._exit(0)  # as fsdp_train.py's end(): gloo may abort the interpreter's finalization
+    # No destroy_process_group: on torch 2.6 (the Debian 13 tier) a rank hung in it once in 17
+    # runs beside the oldest tier's, after all its work and output (faulthandler's stack, 6 December
+    # 2026); what this test checks is done. os._exit, as fsdp_train.py's end(): gloo may abort the
+    # interpreter's finalization.
+    os._exit(0)
 
 
 if __name__ == "__main__":
