@@ -1,9 +1,9 @@
 // Issue 58, built only against a libtorch with CUDA: a checkpoint's copies of device tensors
-// (snapshot.h's DeviceCopyCalls), and a resume's back. Each goes on a stream of hydro's, after an event of the stream
-// that made the tensor (not a device-wide sync), into host memory pinned by cudaHostAlloc; an event
-// per copy is what TensorPool::finish() waits for. The caching allocator keeps the tensor's memory
-// until its copy is done (recordStream). Every call runs on a device this process already uses, so
-// none creates a context (hundreds of MB) on another, as torch's own pinned allocator does.
+// (snapshot.h's DeviceCopyCalls), and a resume's back. Each goes on a stream of hydro's, after an
+// event of the stream that made the tensor (not a device-wide sync), into (or from) host memory
+// pinned by cudaHostAlloc; an event per copy is what TensorPool::finish() waits for. The caching allocator keeps the
+// tensor's memory until its copy is done (recordStream). Every call runs on a device this process already uses, so none
+// creates a context (hundreds of MB) on another, as torch's own pinned allocator does.
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>

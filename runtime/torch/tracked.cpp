@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -46,12 +47,21 @@ std::vector<Before> before_load(const std::string& key, const torch::nn::Module&
   return v;
 }
 
-// After a failure: no copy is left writing into memory (the failure is the error reported).
-void finish_quietly(TensorPool& pool) {
+// Runs `queue`, whose restores go through `pool` where the resume restores through one, then waits
+// for them. Where `queue` fails, what it queued is waited for first (no copy is left writing into
+// memory), and its failure is the error thrown.
+void restoring_through(TensorPool* pool, const std::function<void()>& queue) {
+  if (!pool) return queue();
   try {
-    pool.finish();
+    queue();
   } catch (...) {
+    try {
+      pool->finish();
+    } catch (...) {
+    }
+    throw;
   }
+  pool->finish();
 }
 
 // libtorch's read puts a tensor it loads where the checkpoint's was (set_data): a checkpoint's
@@ -62,7 +72,7 @@ void finish_quietly(TensorPool& pool) {
 void back_to(const std::vector<Before>& tensors) {
   torch::NoGradGuard no_grad;
   TensorPool* pool = TensorPool::restoring();
-  try {
+  restoring_through(pool, [&] {
     for (const auto& b : tensors) {
       if (!b.t.defined() || !b.memory.defined()) continue;
       if (pool && pool->restore(b.slot, b.memory, b.t)) {
@@ -71,11 +81,7 @@ void back_to(const std::vector<Before>& tensors) {
         b.t.set_data(b.t.to(b.memory.device()));
       }
     }
-  } catch (...) {
-    if (pool) finish_quietly(*pool);
-    throw;
-  }
-  if (pool) pool->finish();
+  });
 }
 
 // libtorch's key for a parameter's optimizer state: its TensorImpl's address (2.x), or that
@@ -103,22 +109,18 @@ void load_optimizer_by_params(const std::string& name, torch::optim::Optimizer& 
   for (const auto& group : optimizer.param_groups())
     for (const auto& p : group.params()) device_of.emplace(state_key_of<Key>(p), p.device());
   torch::NoGradGuard no_grad;
-  for (auto& [key, state] : optimizer.state()) {
-    auto it = device_of.find(key);
-    if (it == device_of.end()) continue;
-    const std::string slot = optimizer_state_slot(name, key);
-    try {
+  restoring_through(pool, [&] {
+    for (auto& [key, state] : optimizer.state()) {
+      auto it = device_of.find(key);
+      if (it == device_of.end()) continue;
+      const std::string slot = optimizer_state_slot(name, key);
       for_each_state_tensor(*state, [&](const std::string& tensor, const torch::Tensor& t) {
         torch::Tensor staged = pool ? pool->restore_to(slot_key(slot, tensor), t, it->second) : torch::Tensor();
         if (staged.defined()) return staged;
         return t.defined() && t.device() != it->second ? t.to(it->second) : t;
       });
-    } catch (...) {
-      if (pool) finish_quietly(*pool);
-      throw;
     }
-  }
-  if (pool) pool->finish();
+  });
 }
 
 // Module::load replaces each tensor with the saved one, whatever its shape: a checkpoint of
