@@ -165,12 +165,12 @@ def main():
 
 
 def end(ranks, status):
-    """Ends the program with `status`; with several ranks, as loop.py's end() does: leaves the
-    group and skips the interpreter's finalization (pytorch/pytorch#179291)."""
+    """Ends the program with `status`; with several ranks, as loop.py's end() does: without the
+    interpreter's finalization (pytorch/pytorch#179291) or destroy_process_group (which can hang
+    before torch 2.8: pytorch/pytorch#154976)."""
     sys.stdout.flush()
     if not ranks:
         sys.exit(status)
-    torch.distributed.destroy_process_group()
     sys.stderr.flush()
     os._exit(status)
 

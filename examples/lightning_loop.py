@@ -127,9 +127,9 @@ def main():
     sys.stdout.write(f"weights_digest={digest(model.net)}\n")
     sys.stdout.flush()
     if env["world_size"] > 1:
-        # As loop.py: leave the group and skip the interpreter's finalization, during which a gloo
-        # thread can abort the process (pytorch/pytorch#179291).
-        torch.distributed.destroy_process_group()
+        # As loop.py's end(): no interpreter's finalization, during which a gloo thread can abort
+        # the process (pytorch/pytorch#179291), and no destroy_process_group, which can hang
+        # before torch 2.8 (pytorch/pytorch#154976).
         sys.stderr.flush()
         os._exit(0)
 

@@ -174,14 +174,14 @@ def main():
 
 
 def end(rt, ranks, status):
-    """Closes the Runtime and ends the program with `status`. With several ranks, it leaves the
-    group and skips the interpreter's finalization: during it, a gloo thread that frees the last
-    gathered tensor needs the GIL for the tensor's Python object and aborts the process
-    (pytorch/pytorch#179291)."""
+    """Closes the Runtime and ends the program with `status`. With several ranks, it ends without
+    the interpreter's finalization, where a gloo thread that frees the last gathered tensor needs
+    the GIL for the tensor's Python object and aborts the process (pytorch/pytorch#179291), and
+    without destroy_process_group, which before torch 2.8 frees a gloo group with the GIL held
+    while it waits for that thread, and so can hang for ever (pytorch/pytorch#154976)."""
     rt.close()
     if not ranks:
         sys.exit(status)
-    torch.distributed.destroy_process_group()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)

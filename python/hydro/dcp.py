@@ -41,6 +41,13 @@ def stamp_version(metadata):
         metadata.version = version
 
 
+def _absolute(root):
+    """A root as every rank names it: relative to the working directory, as FileSystemWriter takes
+    one (hydro's directories are absolute; the error of a relative one would reach the user as
+    DCP's "cannot pickle" of the exception that the coordinator's plan raised)."""
+    return os.path.abspath(os.fspath(root))
+
+
 @dataclasses.dataclass(frozen=True)
 class _Target:
     """What the coordinator's global plan tells a rank: the staged checkpoint and the rank's place."""
@@ -63,14 +70,14 @@ class Writer(StorageWriter):
 
     def __init__(self, root, step, keep_last=0, keep=False):
         super().__init__()
-        self.root, self.step, self.keep_last, self.keep = os.fspath(root), int(step), int(keep_last), bool(keep)
+        self.root, self.step, self.keep_last, self.keep = _absolute(root), int(step), int(keep_last), bool(keep)
         self.path = None  # the committed checkpoint's directory, on the coordinator
         self._staged = None
         self._save_id = uuid.uuid4().hex
 
     def reset(self, checkpoint_id=None):
         if checkpoint_id is not None:
-            self.root = os.fspath(checkpoint_id)
+            self.root = _absolute(checkpoint_id)
         self._staged, self.path, self._save_id = None, None, uuid.uuid4().hex
 
     @classmethod
@@ -147,7 +154,7 @@ class Reader(FileSystemReader):
     makes its Reader at the same point: the ranks split the check and agree."""
 
     def __init__(self, root):
-        self.root = os.fspath(root)
+        self.root = _absolute(root)
         self.checkpoint, self.step = self._newest_valid(self.root)
         super().__init__(self.checkpoint)
 
@@ -186,8 +193,8 @@ class Reader(FileSystemReader):
         return not any(problems)
 
     def reset(self, checkpoint_id=None):
-        if checkpoint_id is not None and os.fspath(checkpoint_id) != self.root:
-            self.root = os.fspath(checkpoint_id)
+        if checkpoint_id is not None and _absolute(checkpoint_id) != self.root:
+            self.root = _absolute(checkpoint_id)
             self.checkpoint, self.step = self._newest_valid(self.root)
         super().reset(self.checkpoint)
 

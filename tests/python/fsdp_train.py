@@ -73,10 +73,11 @@ def main(steps):
 
 
 def end(status):
-    """Leaves the group and ends the process without the interpreter's finalization. During it, a
-    gloo thread that frees the last gathered tensor needs the GIL for the tensor's Python object and
-    aborts the process ("terminate called without an active exception"; pytorch/pytorch#179291)."""
-    dist.destroy_process_group()
+    """Ends the process as examples/loop.py's end() does: without the interpreter's finalization,
+    where a gloo thread that frees the last gathered tensor needs the GIL for the tensor's Python
+    object and aborts the process ("terminate called without an active exception";
+    pytorch/pytorch#179291), and without destroy_process_group, which can hang before torch 2.8
+    (pytorch/pytorch#154976)."""
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)

@@ -8,6 +8,7 @@
 # and no step end (torch's timeout, per collective, would not end it; nor may hydro's watch).
 #   hold_proof_worker.py plain|runtime_first|group_first|split|eval RANK PORT STEPS SLOW_STEP
 import datetime
+import os
 import sys
 import time
 
@@ -73,6 +74,9 @@ for step in range(1, steps + 1):
     if rt is not None:
         rt.step_end(step)
 print("done", int(t.item()), flush=True)
-# Without it, torch's gloo can abort at exit: its threads still hold work while the interpreter
-# ends (pytorch/pytorch#179291).
-dist.destroy_process_group()
+# As examples/loop.py's end(): no interpreter's finalization, where torch's gloo can abort
+# (pytorch/pytorch#179291), and no destroy_process_group, which can hang before torch 2.8
+# (pytorch/pytorch#154976).
+sys.stdout.flush()
+sys.stderr.flush()
+os._exit(0)

@@ -66,6 +66,14 @@ def test_dcp_save_through_hydro_commits_a_checkpoint_that_plain_dcp_load_reads(t
     assert loaded(hydro.dcp.Reader(tmp_path)) == saved
 
 
+def test_a_relative_root_is_the_working_directorys_as_dcps_own_writer_takes_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path, saved = save("ck", 2, 2)
+    assert path == str(tmp_path / "ck" / "step-000000000002")
+    reader = hydro.dcp.Reader("ck")
+    assert (reader.checkpoint, loaded(reader)) == (path, saved)
+
+
 def test_the_reader_passes_over_a_corrupt_checkpoint_to_the_one_before(tmp_path, capfd):
     _, first = save(tmp_path, 1, 1)
     newest, second = save(tmp_path, 2, 2)
