@@ -256,30 +256,8 @@ void leave_sigterm_to_parent(pid_t training_pid) {
   if (::sigaction(SIGTERM, &sa, nullptr) != 0) raise_os_error(Status::from_errno(errno, "sigaction SIGTERM"));
 }
 
-// A reference to the tensor whose TensorImpl is at `cdata` (a Python tensor's `_cdata`).
-torch::Tensor tensor_at(uintptr_t cdata) {
-  using Impl = c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
-  return torch::Tensor(Impl::reclaim_copy(reinterpret_cast<c10::TensorImpl*>(cdata)));
-}
-
-// Host memory for a device tensor's copy (checkpoint_buffer), as bytes torch.frombuffer views.
-struct HostBuffer {
-  torch::Tensor memory;
-};
-
-// What Python's checkpoints write through: atomic files, and an async save's copies.
+// What Python's checkpoints write through: atomic files (the copies: tensor_copies.cpp).
 void bind_checkpoint_io(py::module_& m) {
-  py::class_<HostBuffer>(m, "HostBuffer", py::buffer_protocol()).def_buffer([](HostBuffer& b) {
-    return py::buffer_info(b.memory.data_ptr(), 1, py::format_descriptor<uint8_t>::format(),
-                           static_cast<py::ssize_t>(b.memory.nbytes()));
-  });
-  m.def(
-      "checkpoint_buffer",
-      [](uintptr_t src) -> py::object {
-        torch::Tensor memory = checkpoint_buffer(tensor_at(src));
-        return memory.defined() ? py::cast(HostBuffer{memory}) : py::none();
-      },
-      py::arg("src_cdata"));
   m.def(
       "atomic_write",
       [](const std::string& path, py::function fill) {
@@ -293,11 +271,6 @@ void bind_checkpoint_io(py::module_& m) {
         if (Status s = warn_if_durability_uncertain(st); !s.ok()) raise_os_error(s);
       },
       py::arg("path"), py::arg("fill"));
-  // The tensors by their `_cdata` (the TensorImpl's address, which Python holds a reference to for
-  // the call): this module does not link libtorch_python, whose caster would take the objects.
-  m.def(
-      "copy_for_checkpoint", [](uintptr_t dst, uintptr_t src) { copy_for_checkpoint(tensor_at(dst), tensor_at(src)); },
-      py::arg("dst_cdata"), py::arg("src_cdata"), py::call_guard<py::gil_scoped_release>());
 }
 
 void bind_functions(py::module_& m) {
@@ -374,6 +347,7 @@ PYBIND11_MODULE(_C, m) {
   hydro::bind_data(m);
   hydro::bind_functions(m);
   hydro::bind_checkpoint_io(m);
+  hydro::bind_tensor_copies(m);
   hydro::bind_checkpoint_dir(m);
   hydro::bind_job(m);
 }

@@ -29,6 +29,10 @@ void bind_data(pybind11::module_& m);
 // hydro._C.StagedCheckpoint, ShardFiles, resume_order, verify_share (checkpoint_dir.cpp).
 void bind_checkpoint_dir(pybind11::module_& m);
 
+// hydro._C.HostBuffer, checkpoint_buffer, copy_for_checkpoint and the resume's restore_* (the
+// copies of Python's tensors into hydro's host slots and back: tensor_copies.cpp).
+void bind_tensor_copies(pybind11::module_& m);
+
 // hydro._C.Job, JobContext, JobRunner, MetricsTracker (job.cpp).
 void bind_job(pybind11::module_& m);
 

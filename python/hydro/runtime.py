@@ -7,19 +7,13 @@ import weakref
 
 import torch
 
-from . import _C, _pause, groups, shard_file
+from . import _C, _pause, groups, restore, shard_file
 from .reshard import Sharded, dcp_metadata, is_sharded
 from .snapshot import Snapshot, has_dtensor
 
 
 def _has_state(obj):
     return callable(getattr(obj, "state_dict", None)) and callable(getattr(obj, "load_state_dict", None))
-
-
-def _load(path):
-    # hydro's own files, in a directory only this user can read: not only tensors (RNG states,
-    # a scheduler's numbers), so not weights_only.
-    return torch.load(path, map_location=None, weights_only=False)
 
 
 def _workers_leave_sigterm_to_the_training_process():
@@ -140,8 +134,8 @@ class Runtime:
                 on_resume(path)
             elif sharded is not None:
                 sharded.load(path)
-            else:
-                obj.load_state_dict(_load(path))
+            else:  # device tensors through the snapshot's pinned slots, where a device is
+                obj.load_state_dict(restore.load(path, obj, snapshot.slots))
 
         buffers = None
         if self._step_fence is not None:  # behind: every tracked module's buffers, copied at once

@@ -94,9 +94,10 @@ def has_dtensor(state):
 
 
 def _host_slot(t):
-    """A CPU tensor for t's reused copy. For a device tensor, hydro's host memory, pinned where it
-    fits, which its copy reaches on a stream of hydro's (the save's capture waits for it)."""
-    if t.device.type != "cpu" and t.numel():
+    """A CPU tensor for t's reused copy. For a device tensor (hydro._C says which), hydro's host
+    memory, pinned where it fits, which its copy reaches on a stream of hydro's (the save's capture
+    waits for it)."""
+    if t.numel():
         memory = _C.checkpoint_buffer(t._cdata)
         if memory is not None:
             return torch.frombuffer(memory, dtype=t.dtype).view(t.shape)
@@ -140,7 +141,7 @@ class Snapshot:
         self._fresh = fresh
         self._writer = writer
         self._sync = sync
-        self._slots = {}
+        self.slots = {}  # {place in the state: host tensor}; a resume fills them too (restore.py)
         self._last = (None, None)  # the last pickled shape (see _tree) and its records
         self._warned = False
 
@@ -150,9 +151,9 @@ class Snapshot:
         key = (t.data_ptr(), t.dtype, tuple(t.shape), tuple(t.stride()), str(t.device)) if t.numel() else path
         if key in seen:
             return seen[key].detach()  # another tensor over the same storage, as the state had
-        slot = self._slots.get(path)
+        slot = self.slots.get(path)
         if slot is None or slot.shape != t.shape or slot.dtype != t.dtype:
-            slot = self._slots[path] = _host_slot(t)
+            slot = self.slots[path] = _host_slot(t)
         # Inside rt.save() a large host copy is queued: a helper thread shares it while this
         # thread pickles, and save() returns once it is done (the C++ side holds both memories).
         if t.numel() and t.data_ptr() in self._now:
@@ -216,7 +217,7 @@ class Snapshot:
         small state takes here)."""
         if shape == self._last[0]:
             return self._last[1]
-        zf = _Records({t.data_ptr() for t in self._slots.values()})
+        zf = _Records({t.data_ptr() for t in self.slots.values()})
         _SAVE(copies, zf, pickle, torch.serialization.DEFAULT_PROTOCOL, **_SAVE_KW)
         self._last = (shape, zf.records) if _OTHER not in shape else (None, None)
         return zf.records

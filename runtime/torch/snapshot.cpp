@@ -126,12 +126,23 @@ torch::Tensor TensorPool::device_buffer(const torch::Tensor& src) {
   return device_.takes(src) ? device_.buffer_like(src) : torch::Tensor();
 }
 
+namespace {
+// A resume's pair: dst a contiguous device tensor the pool's calls take, src host memory of its
+// shape and dtype, contiguous, plain bytes.
+bool restorable(const DeviceCopies& device, const torch::Tensor& dst, const torch::Tensor& src) {
+  return dst.defined() && src.defined() && device.takes(dst) && dst.is_contiguous() && host_slot_for(src, dst);
+}
+}  // namespace
+
 bool TensorPool::restore(const std::string& key, const torch::Tensor& dst, const torch::Tensor& src) {
-  // src: host memory of dst's shape and dtype, contiguous, plain bytes.
-  if (!dst.defined() || !src.defined() || !device_.takes(dst) || !dst.is_contiguous() || !host_slot_for(src, dst))
-    return false;
+  if (!restorable(device_, dst, src)) return false;
   torch::Tensor& slot = slots_[key];
   if (!slot.defined() || !host_slot_for(slot, dst)) slot = device_.buffer_like(dst);
+  return restore_via(slot, dst, src);
+}
+
+bool TensorPool::restore_via(const torch::Tensor& slot, const torch::Tensor& dst, const torch::Tensor& src) {
+  if (!restorable(device_, dst, src) || !slot.defined() || !host_slot_for(slot, dst)) return false;
   copy_now(slot, src);
   throw_if_failed(device_.queue(dst, slot));
   return true;
@@ -202,6 +213,22 @@ torch::Tensor checkpoint_buffer(const torch::Tensor& src) {
   TensorPool* pool = TensorPool::capturing();
   return pool ? pool->device_buffer(src) : torch::Tensor();
 }
+
+torch::Tensor restore_buffer(const torch::Tensor& dst) {
+  TensorPool* pool = TensorPool::restoring();
+  return pool && dst.defined() && dst.is_contiguous() ? pool->device_buffer(dst) : torch::Tensor();
+}
+
+bool restore_through(const torch::Tensor& slot, const torch::Tensor& dst, const torch::Tensor& src) {
+  TensorPool* pool = TensorPool::restoring();
+  return pool != nullptr && pool->restore_via(slot, dst, src);
+}
+
+void wait_restores() {
+  if (TensorPool* pool = TensorPool::restoring()) pool->finish();
+}
+
+bool restores_through_pool() { return TensorPool::restoring() != nullptr; }
 
 size_t TensorPool::bytes() const {
   size_t n = 0;

@@ -97,6 +97,9 @@ class TensorPool {
   // save of dst under that key uses next. The device copy is queued; finish() waits for it. False,
   // and nothing done, for any other pair: the caller copies.
   bool restore(const std::string& key, const torch::Tensor& dst, const torch::Tensor& src);
+  // The same through `slot`, host memory of the caller's (a device_buffer of dst: the Python
+  // binding's slots, which its snapshots keep).
+  bool restore_via(const torch::Tensor& slot, const torch::Tensor& dst, const torch::Tensor& src);
   // The same into a new tensor on `device`; undefined where the pool does not take it.
   torch::Tensor restore_to(const std::string& key, const torch::Tensor& src, torch::Device device);
 

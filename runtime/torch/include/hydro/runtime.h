@@ -226,6 +226,16 @@ void copy_for_checkpoint(const torch::Tensor& dst, const torch::Tensor& src);
 // Host memory for a snapshot's reused copy of `src`, a device tensor, inside a save's capture on
 // this thread: pinned where it fits (issue 58). Undefined for any other tensor, or elsewhere.
 torch::Tensor checkpoint_buffer(const torch::Tensor& src);
+// A resume's device tensors through pinned slots (issue 58), for the Python binding's loads, which
+// Runtime::resume calls: whether this thread is inside such a resume (a device in this process);
+// host memory for the copy of `dst`, a contiguous device tensor the pool takes, pinned where it
+// fits (undefined for any other tensor, or elsewhere); dst <- src through `slot`, a restore_buffer
+// of dst's: src's bytes copied into it now, the device copy queued (false, and nothing done, for
+// any other three); and the wait for the copies queued so far, which throws a copy's error.
+bool restores_through_pool();
+torch::Tensor restore_buffer(const torch::Tensor& dst);
+bool restore_through(const torch::Tensor& slot, const torch::Tensor& dst, const torch::Tensor& src);
+void wait_restores();
 
 // Pausing without a Runtime, for a program that was not changed (the Python hook that
 // --hydro-pause=on loads when torch is imported): installs the handlers of HYDRO_SIGNALS' pause and
