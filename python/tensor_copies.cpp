@@ -44,7 +44,8 @@ void bind_tensor_copies(py::module_& m) {
       py::arg("dst_cdata"), py::arg("src_cdata"), py::call_guard<py::gil_scoped_release>());
   m.def("restores_through_pool", &restores_through_pool);
   m.def(
-      "restore_buffer", [](uintptr_t dst) { return host_buffer(restore_buffer(tensor_at(dst))); }, py::arg("dst_cdata"));
+      "restore_buffer", [](uintptr_t dst) { return host_buffer(restore_buffer(tensor_at(dst))); },
+      py::arg("dst_cdata"));
   m.def(
       "restore_through",
       [](uintptr_t slot, uintptr_t dst, uintptr_t src) {
