@@ -39,7 +39,14 @@ def load(path, obj, slots):
         places[_storage_id(storage)] = location
         return storage
 
-    state = torch.load(path, map_location=on_host, weights_only=False, **_MMAP)
+    try:
+        state = torch.load(path, map_location=on_host, weights_only=False, **_MMAP)
+    except RuntimeError:  # a file torch cannot map (not hydro's own); a torn one fails here again
+        places.clear()
+        state = torch.load(path, map_location=on_host, weights_only=False)
+    tensors = _tensors_by_place(state, (), {})
+    if not all(type(t) is torch.Tensor and t.layout == torch.strided for t in tensors.values()):
+        return load_file(path)  # a sparse tensor, a Parameter: as torch.load gives them
     run = _Restore(places, _tensors_by_place(live, (), {}), _optimizer_devices(obj), slots)
     try:
         with torch.no_grad():
@@ -108,7 +115,7 @@ class _Restore:
         key = (storage, t.storage_offset(), t.dtype, tuple(t.shape), tuple(t.stride()))
         if key not in self.seen:
             live, device = self.destination(t, place, storage)
-            out = self.through_slot(t, place, live, device) if type(t) is torch.Tensor and t.numel() else None
+            out = self.through_slot(t, place, live, device) if t.numel() else None
             if out is None:  # where torch.load would have put it; off the file's mapping
                 out = t.to(device) if device.type != "cpu" else (t.clone() if _MMAP else t)
             self.seen[key] = out

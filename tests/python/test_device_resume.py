@@ -132,3 +132,39 @@ def test_a_resume_whose_copy_fails_names_the_file_and_the_error(device, env, tmp
     with runtime(fresh, fresh_opt) as rt:
         with pytest.raises(Exception, match=r"(?s)model\.pt.*illegal memory access"):
             rt.resume()
+
+
+class Holder:
+    """An object of the user's: its load_state_dict keeps the tensors it is given."""
+
+    def __init__(self, **tensors):
+        self.tensors = tensors
+
+    def state_dict(self):
+        return dict(self.tensors)
+
+    def load_state_dict(self, state):
+        self.tensors = dict(state)
+
+
+def test_a_users_object_gets_its_own_tensor_back_and_a_sparse_state_loads_as_torch_load_gives_it(device, env,
+                                                                                               tmp_path):
+    env.setenv("HYDRO_CKPT_DIR", str(tmp_path))
+    dense = torch.arange(6, dtype=torch.double)
+    sparse = torch.eye(3, dtype=torch.double).to_sparse()
+    with hydro.Runtime() as rt:
+        rt.track("dense", Holder(t=dense))
+        rt.track("both", Holder(t=dense * 2, s=sparse))
+        rt.save(1)
+        rt.wait_idle()
+    own = torch.zeros(6, dtype=torch.double)
+    dense_holder, both_holder = Holder(t=own), Holder(t=torch.zeros(6, dtype=torch.double), s=sparse * 0)
+    with hydro.Runtime() as rt:
+        rt.track("dense", dense_holder)
+        rt.track("both", both_holder)
+        queued = device("queued")
+        assert rt.resume() == 1
+        assert device("queued") - queued == 1  # the dense object's; the other's file holds a sparse tensor
+    assert dense_holder.tensors["t"] is own and torch.equal(own, dense)
+    assert torch.equal(both_holder.tensors["t"], dense * 2)
+    assert torch.equal(both_holder.tensors["s"].to_dense(), sparse.to_dense())
