@@ -64,7 +64,8 @@ from transformers.training_args import ParallelMode
 from transformers.utils import WEIGHTS_NAME
 
 from . import _C, _stream
-from .runtime import Runtime, _load
+from .restore import load_file
+from .runtime import Runtime
 
 __all__ = ["train", "Hydro"]
 
@@ -169,7 +170,7 @@ def _stream_placed(trainer, stream, found):
     """With a checkpointed place of the stream: the stream starts there, and the Trainer skips no
     batch for this run (ignore_data_skip, then back as it was)."""
     path = found.pop(_STREAM, None)
-    state = _load(path)["state"] if path is not None and stream is not None else None
+    state = load_file(path)["state"] if path is not None and stream is not None else None
     if stream is not None:
         state = stream.agreed(state)  # several ranks: rank 0's, which reads for all
     if state is None:
@@ -181,7 +182,7 @@ def _stream_placed(trainer, stream, found):
     stream.place(state)
     # The Trainer puts them back before its DataLoader's iterator draws a seed from torch's, when it
     # skips no batch; its own skip puts them back once the first step's batches are read: so here.
-    stream.generators = _load(found["rng_state"])
+    stream.generators = load_file(found["rng_state"])
     _C.log("the train stream starts where the checkpoint's steps left it: no batch is read again")
     skip = trainer.args.ignore_data_skip
     trainer.args.ignore_data_skip = True
@@ -204,7 +205,7 @@ def _resume_folder(found, args):
         for name, path in found.items():
             if name == _STATE:
                 with open(os.path.join(folder, TRAINER_STATE_NAME), "w") as f:
-                    f.write(_load(path)["json"])
+                    f.write(load_file(path)["json"])
             else:
                 os.symlink(path, os.path.join(folder, _trainer_file(name, args)))
         yield folder
