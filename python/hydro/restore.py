@@ -14,7 +14,7 @@ import inspect
 import torch
 
 from . import _C
-from .snapshot import has_dtensor
+from .snapshot import has_dtensor, host_tensor
 
 _MMAP = {"mmap": True} if "mmap" in inspect.signature(torch.load).parameters else {}
 
@@ -142,7 +142,7 @@ class _Restore:
             memory = _C.restore_buffer(dst._cdata)
             if memory is None:  # not a tensor the pool copies
                 return None
-            slot = torch.frombuffer(memory, dtype=t.dtype).view(t.shape)
+            slot = host_tensor(memory, t)
         if not _C.restore_through(slot._cdata, dst._cdata, t._cdata):
             return None
         self.slots[place] = slot

@@ -93,6 +93,11 @@ def has_dtensor(state):
     return _is_dtensor(state)
 
 
+def host_tensor(memory, like):
+    """hydro._C's host memory for a copy of `like` (a HostBuffer) as a tensor of its dtype and shape."""
+    return torch.frombuffer(memory, dtype=like.dtype).view(like.shape)
+
+
 def _host_slot(t):
     """A CPU tensor for t's reused copy. For a device tensor (hydro._C says which), hydro's host
     memory, pinned where it fits, which its copy reaches on a stream of hydro's (the save's capture
@@ -100,7 +105,7 @@ def _host_slot(t):
     if t.numel():
         memory = _C.checkpoint_buffer(t._cdata)
         if memory is not None:
-            return torch.frombuffer(memory, dtype=t.dtype).view(t.shape)
+            return host_tensor(memory, t)
     return torch.empty(t.shape, dtype=t.dtype)
 
 

@@ -89,10 +89,9 @@ def main(root):
     dist.barrier()
     load(model, opt, state, root, "fallback")
     sys.stdout.flush()
-    # No destroy_process_group: on torch 2.6 (the Debian 13 tier) a rank hung in it once in 17
-    # runs beside the oldest tier's, after all its work and output (faulthandler's stack, 6 December
-    # 2026); what this test checks is done. os._exit, as fsdp_train.py's end(): gloo may abort the
-    # interpreter's finalization.
+    # As examples/loop.py's end(): no destroy_process_group, which before torch 2.8 can hang for
+    # ever (pytorch/pytorch#154976; a Debian 13 rank hung so, gdb's stacks, 7 December 2026), and
+    # os._exit, as gloo may abort the interpreter's finalization (pytorch/pytorch#179291).
     os._exit(0)
 
 
