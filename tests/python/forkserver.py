@@ -64,8 +64,12 @@ def send(sock, message, fds=()):
 
 
 def receive(sock):
-    """One message and the descriptors that came with it; None at the socket's end."""
-    data, ancillary, _, _ = sock.recvmsg(1 << 20, socket.CMSG_SPACE(MAX_FDS * array.array("i").itemsize))
+    """One message and the descriptors that came with it; None at the socket's end (a test
+    process that ended with a reply unread resets it)."""
+    try:
+        data, ancillary, _, _ = sock.recvmsg(1 << 20, socket.CMSG_SPACE(MAX_FDS * array.array("i").itemsize))
+    except ConnectionResetError:
+        return None, []
     if not data:
         return None, []
     fds = array.array("i")
@@ -112,7 +116,10 @@ def serve(sock):
                 pid = children.pop(fd)
                 _, status = os.waitpid(pid, 0)
                 os.close(fd)
-                send(sock, {"pid": pid, "status": status})
+                try:
+                    send(sock, {"pid": pid, "status": status})
+                except OSError:  # the test process is gone
+                    end(children)
 
 
 def end(children):
@@ -146,6 +153,8 @@ def become(request, fds):
     sys.stdin = sys.__stdin__ = os.fdopen(0, "r", closefd=False)
     sys.stdout = sys.__stdout__ = text_stream(1, unbuffered, sys.__stdout__)
     sys.stderr = sys.__stderr__ = text_stream(2, unbuffered, sys.__stderr__)
+    import faulthandler
+    faulthandler.enable(all_threads=True)  # SIGABRT (Child._timed_out) writes every thread's stack
     import runpy
     runpy.run_path(script, run_name="__main__")
 
@@ -250,8 +259,12 @@ class Child:
 
     def _timed_out(self, readers, out, timeout):
         """Kills the child that outlived `timeout`, and shows what it wrote (pytest prints a failed
-        test's stderr): where it hung, not only that it did."""
+        test's stderr): where it hung, not only that it did. SIGABRT first, on which the child's
+        faulthandler (become()) writes each Python thread's stack to its stderr."""
         import subprocess
+        self.send_signal(signal.SIGABRT)
+        for r in readers:
+            r.join(10)
         self.kill()
         for r in readers:
             r.join(10)
@@ -262,7 +275,10 @@ class Child:
 
     def send_signal(self, sig):
         if self.returncode is None:
-            os.kill(self.pid, sig)
+            try:
+                os.kill(self.pid, sig)
+            except ProcessLookupError:  # it ended, and its status is on its way
+                pass
 
     def terminate(self):
         self.send_signal(signal.SIGTERM)

@@ -134,10 +134,18 @@ def run_ranks(ck, stop_at=None, extra=()):
         for p in procs:
             p.send_signal(signal.SIGTERM)
     out = []
-    for i, p in enumerate(procs):
-        text = ("".join(head) if i == 0 else "") + p.communicate(timeout=300)[0]
-        print(f"--- rank {i}: status {p.returncode}\n{text}")  # whole in a failure's report
-        out.append((p.returncode, text))
+    try:
+        for i, p in enumerate(procs):
+            text = ("".join(head) if i == 0 else "") + p.communicate(timeout=300)[0]
+            print(f"--- rank {i}: status {p.returncode}\n{text}")  # whole in a failure's report
+            out.append((p.returncode, text))
+    except subprocess.TimeoutExpired:
+        for p in procs[len(out) + 1:]:  # a rank hung: the stacks of those after it too
+            try:
+                p.communicate(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        raise
     return out
 
 
