@@ -120,13 +120,15 @@ def test_ten_thousand_pauses_and_resumes_never_deadlock(env):
 
 
 # The training thread arms the pause itself: hydro's Python handler for the pause signal runs on
-# the main thread at its next bytecode (here inside os.kill, which checks for signals), while
-# hydro's watcher thread is held back by the test hook, so it cannot be the one that armed it.
+# the main thread at its next bytecode (here inside signal.raise_signal, which checks for signals:
+# raise() makes the signal this thread's, where os.kill's to the process may be taken by another
+# thread, and seen by the main one a moment later), while hydro's watcher thread is held back by
+# the test hook, so it cannot be the one that armed it.
 def test_the_main_thread_arms_the_pause_without_waiting_for_the_watcher(env):
     env.setenv("HYDRO_TEST_WATCHER_DELAY_MS", "2000")
     with hydro.Runtime():
         assert signal.getsignal(signal.SIGUSR1) is hydro._pause._arm
-        os.kill(os.getpid(), signal.SIGUSR1)
+        signal.raise_signal(signal.SIGUSR1)
         assert _C.pause_state()["pending"] and _C.operator_pause_armed()
         resume()
         wait_for(lambda: not _C.pause_state()["armed"])  # the watcher, late, arms and disarms in turn

@@ -246,12 +246,14 @@ def test_a_forked_child_ignores_the_parents_signals_and_can_start_its_own_runtim
         if pid == 0:  # the child: the parent's handlers ignore signals here; its own Runtime works
             code = 1
             try:
-                os.kill(os.getpid(), signal.SIGUSR1)  # inherited handler: ignored, nothing pending
+                # raise_signal: the handler has run when it returns (a kill() to the process
+                # may be taken by another of its threads a moment later)
+                signal.raise_signal(signal.SIGUSR1)  # inherited handler: ignored, nothing pending
                 if not hydro._C.pause_state()["pending"]:
                     with hydro.Runtime():
-                        os.kill(os.getpid(), signal.SIGUSR1)
+                        signal.raise_signal(signal.SIGUSR1)
                         pending = hydro._C.pause_state()["pending"]
-                        os.kill(os.getpid(), signal.SIGUSR2)
+                        signal.raise_signal(signal.SIGUSR2)
                     code = 0 if pending else 2
             finally:
                 os._exit(code)
