@@ -121,13 +121,14 @@ def test_an_evaluation_longer_than_the_timeout_is_no_hang(tmp_path):
         assert "hang:" not in err, out
 
 
+# The port: free_port's (below the kernel's ephemeral range, where a port bound to 0 and closed
+# could be taken by another test's connection before the group binds it).
 NCCL_CHECK = r'''
-import datetime, json, os, socket
+import datetime, json, os, sys
 import torch, torch.distributed as dist
 import hydro
 rt = hydro.Runtime()
-with socket.socket() as s:
-    s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]
+port = int(sys.argv[1])
 dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1,
                         timeout=datetime.timedelta(seconds=3))
 print(json.dumps({"heartbeat": os.environ.get("TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC"),
@@ -143,7 +144,7 @@ def test_what_nccl_is_given_without_a_gpu(tmp_path):
     # when the script asks for none.
     import json
     env = hydro_env({"HYDRO_PAUSE": "on", "HYDRO_CKPT_DIR": str(tmp_path)})
-    out = subprocess.run([sys.executable, "-c", NCCL_CHECK], env=env, capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", NCCL_CHECK, str(free_port())], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["hold_proof"] == 365 * 24 * 3600

@@ -1,6 +1,5 @@
 # hydro.Job and hydro.JobRunner from Python: the C++ runner's semantics (init on a fresh start only,
 # epochs resumed mid-epoch after a SIGTERM checkpoint, exit once, exact epoch metrics).
-import os
 import signal
 
 import torch
@@ -33,7 +32,7 @@ def run_job(stop_at=None):
                 opt.step()
                 ctx.metrics.add("loss", loss.item())
                 if ctx.step + 1 == stop_at:
-                    os.kill(os.getpid(), signal.SIGTERM)
+                    signal.raise_signal(signal.SIGTERM)  # handled when it returns: the exit is at this step
                 if not ctx.step_end(i + 1):
                     return
 

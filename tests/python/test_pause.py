@@ -16,13 +16,16 @@ from conftest import wait_for
 from hydro import _C
 
 
+# signal.raise_signal, not os.kill: the signal is this thread's, so its handlers (hydro's in C, and
+# a Python one, run on the main thread) have run when it returns; a kill() to the process may be
+# taken by another thread, and its Python handler run a moment after the test checked.
 def pause():
-    os.kill(os.getpid(), signal.SIGUSR1)
+    signal.raise_signal(signal.SIGUSR1)
     wait_for(lambda: _C.pause_state()["armed"])
 
 
 def resume():
-    os.kill(os.getpid(), signal.SIGUSR2)
+    signal.raise_signal(signal.SIGUSR2)
     wait_for(lambda: not _C.pause_state()["pending"])
 
 
@@ -178,7 +181,7 @@ def test_after_a_close_on_another_thread_the_next_pause_signal_restores_the_defa
     t.start()
     t.join(60)
     assert signal.getsignal(signal.SIGUSR1) is hydro._pause._arm
-    os.kill(os.getpid(), signal.SIGUSR1)
+    signal.raise_signal(signal.SIGUSR1)
     assert signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL
     assert not _C.pause_state()["pending"]
 

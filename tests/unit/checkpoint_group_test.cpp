@@ -142,29 +142,38 @@ TEST(CheckpointGroup, EveryRankWritesItsShardIntoOneCheckpoint) {
 TEST(CheckpointGroup, ARankThatDiesMidSaveLeavesLatestWhereItWas) {
   TempDir t;
   MemoryStore store;
-  // A first checkpoint that every rank completes.
+  // A first checkpoint that every rank completes (its fsyncs may take long on a busy disk).
   std::vector<std::unique_ptr<CheckpointGroup>> groups;
-  for (int r = 0; r < 2; ++r) groups.emplace_back(new CheckpointGroup(store, r, 2, "h", 300ms));
+  for (int r = 0; r < 2; ++r) groups.emplace_back(new CheckpointGroup(store, r, 2, "h", 60s));
   auto st = run_ranks(2, [&](int r) {
     CheckpointDir dir(t.path + "/ck");
     return groups[r]->save(
         dir, 10, false, 0, [&](CheckpointWriter& w) { return write_shard(w, r); }, nullptr);
   });
   ASSERT_TRUE(st[0].ok() && st[1].ok()) << st[0].to_string() << st[1].to_string();
-  // Rank 1 writes half its shard and is gone (never reports it durable).
+  // Rank 1 writes half its shard and is gone (never reports it durable): it says nothing until
+  // rank 0 has given up, after its 300 ms; rank 1's own waits are long, as for the first. New
+  // groups count their rounds from 1 again: a store of their own.
+  MemoryStore store2;
+  groups.clear();
+  groups.emplace_back(new CheckpointGroup(store2, 0, 2, "h", 300ms));
+  groups.emplace_back(new CheckpointGroup(store2, 1, 2, "h", 60s));
+  std::atomic<bool> rank0_gave_up{false};
   st = run_ranks(2, [&](int r) {
     CheckpointDir dir(t.path + "/ck");
-    return groups[r]->save(
+    Status s = groups[r]->save(
         dir, 20, false, 0,
         [&](CheckpointWriter& w) -> Status {
           if (r == 1) {
             (void)w.write_file("model.pt", "half");
-            std::this_thread::sleep_for(1s);  // "killed": says nothing until rank 0 has given up
+            while (!rank0_gave_up) std::this_thread::sleep_for(10ms);  // "killed"
             return Status::io("killed");
           }
           return write_shard(w, r);
         },
         nullptr);
+    if (r == 0) rank0_gave_up = true;
+    return s;
   });
   ASSERT_FALSE(st[0].ok());
   EXPECT_EQ(st[0].message(),

@@ -36,13 +36,14 @@ class StoreGroupTest : public ::testing::Test {
   }
 
   // Ranks 0 to `taking_part` - 1 save `step`; `fill` writes rank r's shard. Each rank's Status.
+  // `timeout`: rank 0's store timeout (the others wait 60 s).
   std::vector<Status> save(int64_t step, const std::function<Status(CheckpointWriter&, int)>& fill,
                            int taking_part = kWorld, std::chrono::milliseconds timeout = 60000ms) {
     std::vector<Status> out(kWorld);
     std::vector<std::thread> ranks;
     for (int r = 0; r < taking_part; ++r)
       ranks.emplace_back([&, r] {
-        CheckpointGroup group(*clients_[r], r, kWorld, "h", timeout);
+        CheckpointGroup group(*clients_[r], r, kWorld, "h", r == 0 ? timeout : 60000ms);
         CheckpointDir dir(t_.path + "/ck");
         out[r] = group.save(
             dir, step, false, 0, [&](CheckpointWriter& w) { return fill(w, r); }, nullptr);
@@ -79,8 +80,41 @@ TEST_F(StoreGroupTest, AFailedShardIsNamedByEveryRankAndCommitsNothing) {
   EXPECT_TRUE(CheckpointDir(t_.path + "/ck").list().empty());
 }
 
+// A rank's connection that counts the shard reports ("durable/") it sends.
+class CountsReports : public RankStore {
+ public:
+  CountsReports(std::unique_ptr<RankStore> inner, std::atomic<int>& reports)
+      : inner_(std::move(inner)), reports_(reports) {}
+  Status set(const std::string& key, const std::string& value) override {
+    Status s = inner_->set(key, value);
+    if (key.find("durable/") != std::string::npos) ++reports_;
+    return s;
+  }
+  Status get(const std::string& key, std::chrono::milliseconds timeout, std::string* value) override {
+    return inner_->get(key, timeout, value);
+  }
+  Status add(const std::string& key, int64_t delta, int64_t* value) override { return inner_->add(key, delta, value); }
+  Status remove(const std::string& key) override { return inner_->remove(key); }
+  Status get_all(const std::vector<std::string>& keys, std::chrono::milliseconds timeout,
+                 std::vector<std::optional<std::string>>* values) override {
+    return inner_->get_all(keys, timeout, values);
+  }
+
+ private:
+  std::unique_ptr<RankStore> inner_;
+  std::atomic<int>& reports_;
+};
+
+// Rank 0 writes its shard, and so starts its 500 ms wait for the others', only once ranks 1 and 2
+// have reported theirs: the rank it names is the one that never came, however slow the disk.
 TEST_F(StoreGroupTest, ARankThatNeverReportsIsNamedOnceTheStoreTimeoutPasses) {
-  auto st = save(11, shard, /*taking_part=*/3, 500ms);
+  std::atomic<int> reports{0};
+  for (int r : {1, 2}) clients_[r] = std::make_unique<CountsReports>(std::move(clients_[r]), reports);
+  auto fill = [&](CheckpointWriter& w, int r) {
+    while (r == 0 && reports < 2) std::this_thread::sleep_for(1ms);
+    return shard(w, r);
+  };
+  auto st = save(11, fill, /*taking_part=*/3, 500ms);
   EXPECT_EQ(st[0].message(),
             "checkpoint of step 11 not committed: rank 3 did not report its shard durable within 0 s "
             "(HYDRO_STORE_TIMEOUT): a rank died, hung or is paused too long");
