@@ -26,6 +26,18 @@ using test::run_launcher;
 
 int exited(int code) { return code << 8; }
 
+// Shell lines for a test's program that wait (up to 30 s) for what the test's signal brings about,
+// rather than sleep a while and hope it came: hydro-launch has written `text` to launcher.err
+// (run_launcher's), or `signo` is pending for the shell (bash keeps the mask it starts with).
+std::string until_logged(const std::string& dir, const std::string& text) {
+  return "for i in $(seq 3000); do grep -qF '" + text + "' " + dir + "/launcher.err && break; sleep 0.01; done; ";
+}
+std::string until_pending(int signo) {
+  return "for i in $(seq 3000); do p=$(sed -n 's/^ShdPnd:[[:space:]]*//p' /proc/$$/status); "
+         "[ $((0x$p & " +
+         std::to_string(1ull << (signo - 1)) + ")) = 0 ] || break; sleep 0.01; done; ";
+}
+
 TEST(ExitDecision, RequeueOnlyWhenTheProgramAsksAndSlurmIsNotEndingTheJob) {
   auto d = decide_exit(exited(kExitRequeue), /*terminating=*/false, /*in_slurm_job=*/true);
   EXPECT_TRUE(d.requeue);
@@ -130,9 +142,8 @@ TEST(Launcher, ForwardsSignalsToTheProgram) {
 TEST(Launcher, AnEarlyPauseWaitsBlockedInTheProgramInsteadOfKillingIt) {
   test::TempDir t;
   // bash keeps the mask it starts with: the pause stays pending there.
-  const std::string script = "touch " + t.path +
-                             "/ready; sleep 0.3; grep -E '^(ShdPnd|SigBlk|SigIgn)' /proc/$$/status > " + t.path +
-                             "/status";
+  const std::string script = "touch " + t.path + "/ready; " + until_pending(SIGUSR1) +
+                             "grep -E '^(ShdPnd|SigBlk|SigIgn)' /proc/$$/status > " + t.path + "/status";
   LaunchResult r =
       run_launcher({"--", "/bin/bash", "-c", script}, {"SLURM_JOB_ID=", "HYDRO_PAUSE=on"}, t.path, SIGUSR1);
   ASSERT_TRUE(WIFEXITED(r.status)) << r.err;
@@ -158,8 +169,8 @@ TEST(Launcher, AnEarlyPauseWaitsBlockedInTheProgramInsteadOfKillingIt) {
 // (it did, with exit 138, when only HYDRO_PAUSE=on held it).
 TEST(Launcher, AnEarlyPauseWithHydroPauseUnsetWaitsToo) {
   test::TempDir t;
-  const std::string script =
-      "touch " + t.path + "/ready; sleep 0.3; grep -E '^(ShdPnd|SigBlk)' /proc/$$/status > " + t.path + "/status";
+  const std::string script = "touch " + t.path + "/ready; " + until_pending(SIGUSR1) +
+                             "grep -E '^(ShdPnd|SigBlk)' /proc/$$/status > " + t.path + "/status";
   LaunchResult r = run_launcher({"--", "/bin/bash", "-c", script}, {"SLURM_JOB_ID=", "HYDRO_PAUSE="}, t.path, SIGUSR1);
   ASSERT_TRUE(WIFEXITED(r.status)) << r.err;
   EXPECT_EQ(WEXITSTATUS(r.status), 0) << r.err;
@@ -206,9 +217,11 @@ TEST(Launcher, RequeueSignalAsksForACheckpointThenRequeuesTheJob) {
 TEST(Launcher, ARequeueSignalBeforeTheRuntimeIsUpIsHeldUntilItIs) {
   test::TempDir t;
   const std::string fake = fake_scontrol(t.path);
-  // Ready for the test at once, for hydro-launch only 300 ms later: as a Runtime still starting.
-  const std::string script = "trap 'exit " + std::to_string(kExitRequeue) + "' TERM; touch " + t.path +
-                             "/ready; sleep 0.3; echo r >&$HYDRO_LAUNCH_READY_FD; while :; do sleep 0.01; done";
+  // Ready for the test at once, for hydro-launch only once it has held the signal: as a Runtime
+  // still starting.
+  const std::string script = "trap 'exit " + std::to_string(kExitRequeue) + "' TERM; touch " + t.path + "/ready; " +
+                             until_logged(t.path, "runtime is not up yet") +
+                             "echo r >&$HYDRO_LAUNCH_READY_FD; while :; do sleep 0.01; done";
   LaunchResult r = run_launcher({"--requeue-signal", "USR1", "--scontrol", fake, "--", "/bin/sh", "-c", script},
                                 {"SLURM_JOB_ID=4242"}, t.path, SIGUSR1);
   EXPECT_EQ(WEXITSTATUS(r.status), kExitRequeue) << r.err;
@@ -230,7 +243,7 @@ TEST(Launcher, NoCheckpointAndExitIsAskedOfARuntimeThatHasClosed) {
   test::TempDir t;
   const std::string fake = fake_scontrol(t.path);
   const std::string script = "echo r >&$HYDRO_LAUNCH_READY_FD; echo c >&$HYDRO_LAUNCH_READY_FD; touch " + t.path +
-                             "/ready; sleep 1; echo teardown done >&2";
+                             "/ready; " + until_logged(t.path, "runtime has closed") + "echo teardown done >&2";
   LaunchResult r = run_launcher({"--requeue-signal", "USR1", "--scontrol", fake, "--", "/bin/sh", "-c", script},
                                 {"SLURM_JOB_ID=4242"}, t.path, SIGUSR1);
   EXPECT_TRUE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0) << r.err;
