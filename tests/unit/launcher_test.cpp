@@ -23,20 +23,10 @@ using launcher::decide_exit;
 using test::fake_scontrol;
 using test::LaunchResult;
 using test::run_launcher;
+using test::until_logged;
+using test::until_pending;
 
 int exited(int code) { return code << 8; }
-
-// Shell lines for a test's program that wait (up to 30 s) for what the test's signal brings about,
-// rather than sleep a while and hope it came: hydro-launch has written `text` to launcher.err
-// (run_launcher's), or `signo` is pending for the shell (bash keeps the mask it starts with).
-std::string until_logged(const std::string& dir, const std::string& text) {
-  return "for i in $(seq 3000); do grep -qF '" + text + "' " + dir + "/launcher.err && break; sleep 0.01; done; ";
-}
-std::string until_pending(int signo) {
-  return "for i in $(seq 3000); do p=$(sed -n 's/^ShdPnd:[[:space:]]*//p' /proc/$$/status); "
-         "[ $((0x$p & " +
-         std::to_string(1ull << (signo - 1)) + ")) = 0 ] || break; sleep 0.01; done; ";
-}
 
 TEST(ExitDecision, RequeueOnlyWhenTheProgramAsksAndSlurmIsNotEndingTheJob) {
   auto d = decide_exit(exited(kExitRequeue), /*terminating=*/false, /*in_slurm_job=*/true);
