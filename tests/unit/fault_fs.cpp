@@ -1,6 +1,7 @@
 #include "fault_fs.h"
 
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <stdexcept>
 
@@ -38,10 +39,19 @@ Status FaultFs::new_writable(const std::string& path, std::unique_ptr<WritableFi
   return Status::OK();
 }
 
-TempDir::TempDir() {
-  char tmpl[] = "/tmp/hydro-test.XXXXXX";
-  if (!mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
-  path = tmpl;
+namespace {
+std::string make_temp_dir(std::string tmpl) {
+  if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp " + tmpl + " failed");
+  return tmpl;
+}
+}  // namespace
+
+TempDir::TempDir() : path(make_temp_dir("/tmp/hydro-test.XXXXXX")) {}
+
+TempDir::TempDir(InMemory) {
+  struct stat st {};
+  const bool shm = ::stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode);
+  path = make_temp_dir(shm ? "/dev/shm/hydro-test.XXXXXX" : "/tmp/hydro-test.XXXXXX");
 }
 
 TempDir::~TempDir() { (void)posix_fs().remove_tree(path); }

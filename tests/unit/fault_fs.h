@@ -68,6 +68,10 @@ class FaultFs : public Fs {
 // A fresh directory under /tmp, removed at destruction.
 struct TempDir {
   TempDir();
+  // In memory (/dev/shm, where it is a directory; else as above): for a test whose outcome a slow
+  // fsync would change (a save timed against a budget), not one of durability.
+  struct InMemory {};
+  explicit TempDir(InMemory);
   ~TempDir();
   std::string path;
 };

@@ -31,7 +31,7 @@ namespace {
 // SIGTSTP lets the step end, commits a checkpoint of that step, then pauses; SIGCONT resumes.
 // With off, SIGTSTP pauses at the next operator and writes nothing.
 void suspend_run(bool suspend_checkpoint, bool* checkpointed, bool* op_armed) {
-  test::TempDir t;
+  test::TempDir t{test::TempDir::InMemory{}};  // the save is timed against the 2 s: no disk's fsync
   auto model = make_model();
   torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.1));
   Settings s;
