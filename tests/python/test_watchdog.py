@@ -13,8 +13,8 @@ LAUNCH = os.path.join(os.environ["HYDRO_BUILD_DIR"], "launcher", "hydro-launch")
 WORKER = textwrap.dedent("""
     import os, sys, time
     import hydro
+    open(sys.argv[1], "w").write(str(os.getpid()))  # before the 1 s, which a loaded machine could use up
     with hydro.watchdog.expires(after=1, scope="hung step"):
-        open(sys.argv[1], "w").write(str(os.getpid()))
         time.sleep(1000)
 """)
 

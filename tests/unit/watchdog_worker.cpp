@@ -36,9 +36,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "watchdog_worker: no HYDRO_WATCHDOG_FILE\n");
     return 3;
   }
+  // The test's files are written before the 1 s timer is armed, and the disarmed step does nothing
+  // inside it: on a loaded machine the 1 s must not run out first.
   if (mode == "hang") {
-    hydro::ScopedTimer timer(watchdog, "train step", 1);
-    if (!timer.status().ok()) return 4;
     pid_t sleeper = ::fork();
     if (sleeper == 0) {
       ::execl("/bin/sleep", "sleep", "1000", static_cast<char*>(nullptr));
@@ -46,13 +46,14 @@ int main(int argc, char** argv) {
     }
     write_file(dir + "/sleeper.pid", std::to_string(sleeper));
     write_file(dir + "/worker.pid", std::to_string(::getpid()));
+    hydro::ScopedTimer timer(watchdog, "train step", 1);
+    if (!timer.status().ok()) return 4;
     for (;;) ::pause();  // hung: the timer is never disarmed
   }
   if (mode == "disarm") {
     {
       hydro::ScopedTimer timer(watchdog, "train step", 1);
       if (!timer.status().ok()) return 4;
-      ::usleep(100 * 1000);
     }
     ::sleep(3);  // well past the deadline
     write_file(dir + "/done", "done");
