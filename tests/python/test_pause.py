@@ -123,10 +123,9 @@ def test_ten_thousand_pauses_and_resumes_never_deadlock(env):
 
 
 # The training thread arms the pause itself: hydro's Python handler for the pause signal runs on
-# the main thread at its next bytecode (here inside signal.raise_signal, which checks for signals:
-# raise() makes the signal this thread's, where os.kill's to the process may be taken by another
-# thread, and seen by the main one a moment later), while hydro's watcher thread is held back by
-# the test hook, so it cannot be the one that armed it.
+# the main thread at its next bytecode (here inside signal.raise_signal, which checks for signals;
+# why not os.kill: above pause()), while hydro's watcher thread is held back by the test hook, so it
+# cannot be the one that armed it.
 def test_the_main_thread_arms_the_pause_without_waiting_for_the_watcher(env):
     env.setenv("HYDRO_TEST_WATCHER_DELAY_MS", "2000")
     with hydro.Runtime():

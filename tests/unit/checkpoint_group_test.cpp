@@ -166,7 +166,7 @@ TEST(CheckpointGroup, ARankThatDiesMidSaveLeavesLatestWhereItWas) {
         [&](CheckpointWriter& w) -> Status {
           if (r == 1) {
             (void)w.write_file("model.pt", "half");
-            while (!rank0_gave_up) std::this_thread::sleep_for(10ms);  // "killed"
+            (void)test::eventually([&] { return rank0_gave_up.load(); });  // "killed"
             return Status::io("killed");
           }
           return write_shard(w, r);

@@ -40,18 +40,20 @@ Status FaultFs::new_writable(const std::string& path, std::unique_ptr<WritableFi
 }
 
 namespace {
+const char kDiskTemplate[] = "/tmp/hydro-test.XXXXXX";
+
 std::string make_temp_dir(std::string tmpl) {
   if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp " + tmpl + " failed");
   return tmpl;
 }
 }  // namespace
 
-TempDir::TempDir() : path(make_temp_dir("/tmp/hydro-test.XXXXXX")) {}
+TempDir::TempDir() : path(make_temp_dir(kDiskTemplate)) {}
 
 TempDir::TempDir(InMemory) {
   struct stat st {};
   const bool shm = ::stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode);
-  path = make_temp_dir(shm ? "/dev/shm/hydro-test.XXXXXX" : "/tmp/hydro-test.XXXXXX");
+  path = make_temp_dir(shm ? "/dev/shm/hydro-test.XXXXXX" : kDiskTemplate);
 }
 
 TempDir::~TempDir() { (void)posix_fs().remove_tree(path); }

@@ -72,13 +72,15 @@ inline std::string fake_scontrol(const std::string& dir, const std::string& pree
 // Shell lines for a test's program that wait (up to 30 s) for what the test's signal brings about,
 // rather than sleep a while and hope it came: hydro-launch has written `text` to launcher.err
 // (run_launcher's), or `signo` is pending for the shell (bash keeps the mask it starts with).
+inline std::string until_true(const std::string& condition) {
+  return "for i in $(seq 3000); do " + condition + " && break; sleep 0.01; done; ";
+}
 inline std::string until_logged(const std::string& dir, const std::string& text) {
-  return "for i in $(seq 3000); do grep -qF '" + text + "' " + dir + "/launcher.err && break; sleep 0.01; done; ";
+  return until_true("grep -qF '" + text + "' " + dir + "/launcher.err");
 }
 inline std::string until_pending(int signo) {
-  return "for i in $(seq 3000); do p=$(sed -n 's/^ShdPnd:[[:space:]]*//p' /proc/$$/status); "
-         "[ $((0x$p & " +
-         std::to_string(1ull << (signo - 1)) + ")) = 0 ] || break; sleep 0.01; done; ";
+  return until_true("p=$(sed -n 's/^ShdPnd:[[:space:]]*//p' /proc/$$/status); [ $((0x$p & " +
+                    std::to_string(1ull << (signo - 1)) + ")) != 0 ]");
 }
 
 }  // namespace hydro::test

@@ -111,7 +111,7 @@ TEST_F(StoreGroupTest, ARankThatNeverReportsIsNamedOnceTheStoreTimeoutPasses) {
   std::atomic<int> reports{0};
   for (int r : {1, 2}) clients_[r] = std::make_unique<CountsReports>(std::move(clients_[r]), reports);
   auto fill = [&](CheckpointWriter& w, int r) {
-    while (r == 0 && reports < 2) std::this_thread::sleep_for(1ms);
+    if (r == 0) (void)test::eventually([&] { return reports == 2; });
     return shard(w, r);
   };
   auto st = save(11, fill, /*taking_part=*/3, 500ms);
