@@ -32,6 +32,17 @@ join_cgroups() {
   done
 }
 
+# cgroup_cpu_usec NAME: the CPU time, in microseconds, that the processes of cgroup NAME and of
+# every cgroup below it have used: cgroup v2's cpu.stat, or the v1 cpuacct hierarchy's count (none
+# where no such hierarchy is mounted).
+cgroup_cpu_usec() {
+  local h
+  if unified_only; then awk '$1 == "usage_usec" { print $2 }' "/sys/fs/cgroup/$1/cpu.stat"; return; fi
+  for h in $(cgroup_hierarchies); do
+    if [ -f "/sys/fs/cgroup/$h/$1/cpuacct.usage" ]; then echo $(($(cat "/sys/fs/cgroup/$h/$1/cpuacct.usage") / 1000)); return; fi
+  done
+}
+
 # remount_cgroups: in a new mount and cgroup namespace, every hierarchy mounted again, so that it
 # shows the namespace's cgroup as its root.
 remount_cgroups() {

@@ -48,6 +48,19 @@ clean() {
   done
 }
 
+# note_cpu SLOT: the CPU time the test used, everything in its slot's cgroups (its script, its
+# Slurm's daemons and jobs), against its wall time: a line in its output, and with
+# HYDRO_TEST_CPU_LOG (scripts/test) "TEST CPU_S WALL_S" there, the test named by HYDRO_TEST_NAME
+# (tests/CMakeLists.txt), so that the tests that wait more than they compute are known.
+note_cpu() {
+  local usec
+  usec=$(cgroup_cpu_usec "hydro-slot$1")
+  [ -n "$usec" ] || return 0
+  printf 'own_host: slot %s: %d.%01d s of CPU in %d s\n' "$1" $((usec / 1000000)) $((usec / 100000 % 10)) "$SECONDS"
+  [ -z "${HYDRO_TEST_CPU_LOG:-}" ] ||
+    printf '%s %d.%01d %d\n' "${HYDRO_TEST_NAME:-?}" $((usec / 1000000)) $((usec / 100000 % 10)) "$SECONDS" >>"$HYDRO_TEST_CPU_LOG"
+}
+
 # inside SCRIPT ARGS...: run in the new namespaces: loopback up, and an address that is not
 # loopback (Slurm binds its ports through getaddrinfo with AI_ADDRCONFIG, which finds no address
 # where loopback is all there is): a veth pair, both ends here. Then a /run/netns of its own, and
@@ -81,6 +94,9 @@ case "${1:-}" in
     clean "$slot"
     join_cgroups "hydro-slot$slot"  # made afresh: clean removed it
     export HYDRO_TEST_SLOT=$slot HYDRO_SLURM_DIR=/tmp/hydro-test-slurm-$slot
-    exec unshare --net --mount --cgroup -- "$0" _inside "$@" ;;
+    rc=0
+    unshare --net --mount --cgroup -- "$0" _inside "$@" || rc=$?
+    note_cpu "$slot" || true
+    exit "$rc" ;;
   *) die "usage: own_host.sh SLOT SCRIPT ARGS... | --clean SLOT..." ;;
 esac
