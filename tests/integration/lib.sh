@@ -23,8 +23,11 @@ python=${HYDRO_TEST_PYTHON:-$(build_python "$build")}
 python=${python:-/usr/bin/python3}
 export PATH="$(dirname "$python"):$PATH"
 
+source "$top/tests/integration/show_waits.sh"  # show_waits, for fail
+
 fail() {
   echo "FAIL: $*" >&2
+  show_waits >&2 || true
   for f in ${HYDRO_TEST_LOGS:-}; do [ -f "$f" ] && { echo "----- $f" >&2; grep -vE '^([0-9]+: )?step' "$f" | tail -40 >&2; }; done
   exit 1
 }
