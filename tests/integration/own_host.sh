@@ -53,12 +53,12 @@ clean() {
 # HYDRO_TEST_CPU_LOG (scripts/test) "TEST CPU_S WALL_S" there, the test named by HYDRO_TEST_NAME
 # (tests/CMakeLists.txt), so that the tests that wait more than they compute are known.
 note_cpu() {
-  local usec
+  local usec cpu
   usec=$(cgroup_cpu_usec "hydro-slot$1")
   [ -n "$usec" ] || return 0
-  printf 'own_host: slot %s: %d.%01d s of CPU in %d s\n' "$1" $((usec / 1000000)) $((usec / 100000 % 10)) "$SECONDS"
-  [ -z "${HYDRO_TEST_CPU_LOG:-}" ] ||
-    printf '%s %d.%01d %d\n' "${HYDRO_TEST_NAME:-?}" $((usec / 1000000)) $((usec / 100000 % 10)) "$SECONDS" >>"$HYDRO_TEST_CPU_LOG"
+  cpu=$((usec / 1000000)).$((usec / 100000 % 10))
+  echo "own_host: slot $1: $cpu s of CPU in $SECONDS s"
+  [ -z "${HYDRO_TEST_CPU_LOG:-}" ] || echo "${HYDRO_TEST_NAME:-?} $cpu $SECONDS" >>"$HYDRO_TEST_CPU_LOG"
 }
 
 # inside SCRIPT ARGS...: run in the new namespaces: loopback up, and an address that is not
