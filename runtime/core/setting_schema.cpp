@@ -74,10 +74,10 @@ const SettingRow& setting_row(Setting s) {
   return rows[i];
 }
 
-const SettingRow& setting_row(const std::string& env) {
+const SettingRow& setting_row(std::string_view env) {
   for (const auto& row : settings_schema())
     if (env == row.env) return row;
-  throw std::logic_error("hydro: no setting " + env + " in the schema");
+  throw std::logic_error("hydro: no setting " + std::string(env) + " in the schema");
 }
 
 namespace {

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hydro/status.h"
@@ -59,7 +60,8 @@ enum class Setting {
 
 const std::vector<SettingRow>& settings_schema();
 // The row of a job variable; throws std::logic_error for a name that has none (a programming error).
-const SettingRow& setting_row(const std::string& env);
+// A view, not a string: a caller's const char* makes no temporary for the reference to outlive.
+const SettingRow& setting_row(std::string_view env);
 const SettingRow& setting_row(Setting s);
 // The job variable of a setting: HYDRO_PAUSE for Setting::pause.
 inline const char* env_name(Setting s) { return setting_row(s).env; }
