@@ -23,9 +23,9 @@
 #ifdef HYDRO_FORK_GUARD_NEEDED
 #include "internal/pycore_runtime.h"
 
-static atomic_int g_on;               // the handlers act (hydro_fork_guard_set)
-static PyThread_type_lock g_held;     // the lock the prepare handler took, for both sides to let go
-static PyThread_type_lock* g_lock;    // &_PyRuntime.interpreters.mutex, once the layout checked out
+static atomic_int g_on;             // the handlers act (hydro_fork_guard_set)
+static PyThread_type_lock g_held;   // the lock the prepare handler took, for both sides to let go
+static PyThread_type_lock* g_lock;  // &_PyRuntime.interpreters.mutex, once the layout checked out
 
 static void before_fork(void) {
   g_held = NULL;
