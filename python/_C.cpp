@@ -335,19 +335,24 @@ void bind_functions(py::module_& m) {
   });
 }
 
-// The fork guard, installed as the module loads (fork_guard.h); the underscored two are for tests.
+// The fork guard, installed as the module loads (fork_guard.h); the underscored ones are for tests.
 void bind_fork_guard(py::module_& m) {
   const int state = hydro_fork_guard_install();
   m.def("fork_guard", [state] {
-    if (state == HYDRO_FORK_GUARD_ON)
-      return "on: fork() holds CPython's thread-state list lock (python/cpython#112275)";
-    if (state == HYDRO_FORK_GUARD_NOT_NEEDED) return "not needed: this CPython makes that lock anew in a forked child";
-    return "off: CPython's _PyRuntime is not laid out as the headers hydro was built with say";
+    switch (state) {
+      case HYDRO_FORK_GUARD_ON: return "on: fork() holds CPython's thread-state list lock (python/cpython#112275)";
+      case HYDRO_FORK_GUARD_NOT_NEEDED: return "not needed: this CPython makes that lock anew in a forked child first";
+      case HYDRO_FORK_GUARD_NO_ATFORK: return "off: pthread_atfork failed";
+      default: return "off: CPython's _PyRuntime is not laid out as the headers hydro was built with say";
+    }
   });
   m.def("_set_fork_guard", &hydro_fork_guard_set, py::arg("on"));
   m.def(
-      "_hold_thread_state_lock", [](unsigned hold_ms) { return hydro_fork_guard_test_hold(hold_ms) == 0; },
-      py::arg("hold_ms"));
+      "_hold_thread_state_lock", [](unsigned max_ms) { return hydro_fork_guard_test_hold(max_ms) == 0; },
+      py::arg("max_ms"));
+  m.def(
+      "_join_thread_state_lock_holder", [] { return hydro_fork_guard_test_join() == 1; },
+      py::call_guard<py::gil_scoped_release>());
 }
 
 }  // namespace
