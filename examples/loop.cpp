@@ -86,9 +86,12 @@ int main(int argc, char** argv) {
 
     // ranks: the group's own timeout, watched in running time (a hold of any length is no hang)
     if (group) hydro.watch_collectives(group->timeout);
+    // One timer, re-armed at each step's start: armed for the whole step, the checkpoint included,
+    // and at every moment between steps too, where a hang would otherwise go unseen.
+    std::optional<hydro::ScopedTimer> timer;
     for (int64_t step = first; step < o.steps;) {
-      std::optional<hydro::ScopedTimer> timer;  // armed for the whole step, the checkpoint included
-      if (o.step_timeout > 0) timer.emplace(watchdog, "step", o.step_timeout);
+      if (o.step_timeout > 0 && timer) timer->rearm(o.step_timeout);
+      if (o.step_timeout > 0 && !timer) timer.emplace(watchdog, "step", o.step_timeout);
       torch::Tensor x = group ? torch::randn({o.batch, 64}, batch_generator(o.seed, step, group->rank()))
                               : torch::randn({o.batch, 64});  // one rank: the data draws from the checkpointed RNG
       torch::Tensor y = torch::matmul(x, teacher).argmax(1);

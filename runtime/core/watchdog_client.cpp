@@ -92,6 +92,12 @@ ScopedTimer::ScopedTimer(WatchdogClient& client, std::string scope_id, double se
   if (!status_.ok()) log("watchdog: cannot arm timer '" + scope_id_ + "': " + status_.message());
 }
 
+const Status& ScopedTimer::rearm(double seconds) {
+  status_ = client_.arm(scope_id_, seconds);
+  if (!status_.ok()) log("watchdog: cannot re-arm timer '" + scope_id_ + "': " + status_.message());
+  return status_;
+}
+
 ScopedTimer::~ScopedTimer() {
   if (!status_.ok()) return;
   Status st = client_.disarm(scope_id_);

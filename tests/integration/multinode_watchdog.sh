@@ -6,6 +6,9 @@
 #   peers wait for it in their collective under timers of the same step. Rank 3's timer is 3 s and
 #   theirs 8 s, so its own hydro-launch sees the hang first: with one length for all, any rank may
 #   expire first and its requeue may end rank 3's step before rank 3's timer does (CI, stop 69).
+#   The example re-arms one timer at each step's start, never disarmed between steps: a SIGSTOP
+#   that landed between a step's disarm and the next one's arm left rank 3 with no timer, and its
+#   peers' 8 s timers ran out instead (a loaded run, 7 December 2026).
 #   Every task that saw a hang asks for the requeue, the first one requeues the job and the others
 #   find it requeued already. The job resumes from its last periodic checkpoint and ends
 #   with the weights of a run never interrupted.

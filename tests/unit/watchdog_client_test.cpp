@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cstdlib>
@@ -77,6 +78,22 @@ TEST(WatchdogClient, ScopedTimerArmsThenDisarms) {
     EXPECT_EQ(armed.find("\"expiration_time\":-1"), std::string::npos) << armed;
   }
   EXPECT_NE(fifo.read_all().find("\"scope_id\":\"save\",\"expiration_time\":-1"), std::string::npos);
+}
+
+TEST(WatchdogClient, ScopedTimerRearmsWithNoDisarmBetween) {
+  test::TempDir t;
+  Fifo fifo(t.path + "/timers");
+  WatchdogClient c(fifo.path, SIGTERM);
+  {
+    ScopedTimer timer(c, "step", 5);
+    fifo.read_all();
+    EXPECT_TRUE(timer.rearm(7).ok());
+    std::string rearmed = fifo.read_all();
+    EXPECT_EQ(std::count(rearmed.begin(), rearmed.end(), '\n'), 1) << rearmed;  // one request: the arm
+    EXPECT_NE(rearmed.find("\"scope_id\":\"step\""), std::string::npos) << rearmed;
+    EXPECT_EQ(rearmed.find("\"expiration_time\":-1"), std::string::npos) << rearmed;
+  }
+  EXPECT_NE(fifo.read_all().find("\"scope_id\":\"step\",\"expiration_time\":-1"), std::string::npos);
 }
 
 TEST(WatchdogClient, ReadsItsFifoFromTheEnvironmentAndIsANoOpWithout) {

@@ -57,6 +57,9 @@ class ScopedTimer {
   ScopedTimer& operator=(const ScopedTimer&) = delete;
 
   const Status& status() const { return status_; }
+  // Armed again, SECONDS from now, in one request, with no moment disarmed in between: one timer
+  // re-armed at each step's start leaves no gap between steps in which a hang would go unseen.
+  const Status& rearm(double seconds);
 
  private:
   WatchdogClient& client_;
