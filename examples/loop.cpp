@@ -90,8 +90,10 @@ int main(int argc, char** argv) {
     // and at every moment between steps too, where a hang would otherwise go unseen.
     std::optional<hydro::ScopedTimer> timer;
     for (int64_t step = first; step < o.steps;) {
-      if (o.step_timeout > 0 && timer) timer->rearm(o.step_timeout);
-      if (o.step_timeout > 0 && !timer) timer.emplace(watchdog, "step", o.step_timeout);
+      if (timer)  // made at the first step, with --step-timeout only
+        timer->rearm(o.step_timeout);
+      else if (o.step_timeout > 0)
+        timer.emplace(watchdog, "step", o.step_timeout);
       torch::Tensor x = group ? torch::randn({o.batch, 64}, batch_generator(o.seed, step, group->rank()))
                               : torch::randn({o.batch, 64});  // one rank: the data draws from the checkpointed RNG
       torch::Tensor y = torch::matmul(x, teacher).argmax(1);
