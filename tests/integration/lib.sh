@@ -24,11 +24,12 @@ python=${python:-/usr/bin/python3}
 export PATH="$(dirname "$python"):$PATH"
 
 source "$top/tests/integration/show_waits.sh"  # show_waits, for fail
+source "$top/tests/integration/figures.sh"     # ms_between, report_figure, report_path
 
 fail() {
   echo "FAIL: $*" >&2
   show_waits >&2 || true
-  for f in ${HYDRO_TEST_LOGS:-}; do [ -f "$f" ] && { echo "----- $f" >&2; grep -vE '^([0-9]+: )?step' "$f" | tail -40 >&2; }; done
+  for f in ${HYDRO_TEST_LOGS:-}; do [ -f "$f" ] && { echo "----- $f" >&2; grep -vE '^([0-9]+: )?step' "$f" | tail -"${HYDRO_TEST_LOG_LINES:-40}" >&2; }; done
   exit 1
 }
 note() { echo "== $*"; }
@@ -179,12 +180,21 @@ paced_program() {
 # reference_run SRUN_OPTION... -- ARGS...: runs the example ($train) with those srun options (the
 # job's shape: -n 2, -N 2 --ntasks-per-node=2, ...), never interrupted, its output in
 # $work/reference.log, and prints its weights_digest; fails unless every rank printed the same one.
+# A run that has not ended after $reference_limit seconds (300 unless the test sets it) fails while
+# it still runs, so that fail shows where its processes wait, and the log its Python ranks' stacks.
 reference_run() {
-  local opts=() want
+  local opts=() want pid i rc=0
   while [ "$1" != -- ]; do opts+=("$1"); shift; done
   shift
-  srun "${opts[@]}" "${in_image[@]}" "$train" "$@" >"$work/reference.log" 2>&1 ||
-    fail "reference run failed: $(tail -5 "$work/reference.log")"
+  srun "${opts[@]}" "${in_image[@]}" "$train" "$@" >"$work/reference.log" 2>&1 &
+  pid=$!
+  for ((i = 0; i < ${reference_limit:-300} * 10; i++)); do kill -0 "$pid" 2>/dev/null && sleep 0.1 || break; done
+  if kill -0 "$pid" 2>/dev/null; then
+    HYDRO_TEST_LOGS="${HYDRO_TEST_LOGS:-} $work/reference.log" HYDRO_TEST_LOG_LINES=400 \
+      fail "the reference run had not ended after ${reference_limit:-300}s"
+  fi
+  wait "$pid" || rc=$?
+  [ "$rc" = 0 ] || fail "reference run failed ($rc): $(tail -5 "$work/reference.log")"
   want=$(grep -oP '^weights_digest=\K\w+' "$work/reference.log" | sort -u)
   [ -n "$want" ] && [ "$(echo "$want" | wc -l)" = 1 ] || fail "the reference ranks did not print one weights_digest: $want"
   echo "$want"
@@ -316,45 +326,6 @@ show_new() {
   sed -n "$((from + 1)),${total}p" "$file" |
     awk '/^step /{last=$0; next} {if (last) {print "    | " last; last=""} print "    | " $0} END{if (last) print "    | " last}'
   shown_lines[$1]=$total
-}
-
-# Figures from hydro's log lines ("who[pid] HH:MM:SS.mmm: message").
-# ms_between FILE REGEX_A REGEX_B: milliseconds from the last line matching A to the first line
-# after it matching B.
-ms_between() {
-  awk -v a="$2" -v b="$3" '
-    function ms(line,   t, p) {
-      if (!match(line, /[0-9][0-9]:[0-9][0-9]:[0-9][0-9]\.[0-9][0-9][0-9]/)) return -1
-      t = substr(line, RSTART, RLENGTH); split(t, p, /[:.]/)
-      return ((p[1] * 60 + p[2]) * 60 + p[3]) * 1000 + p[4]
-    }
-    { lines[NR] = $0 }
-    $0 ~ a { from = NR }
-    END {
-      if (!from) { print "?"; exit }
-      for (i = from + 1; i <= NR; i++) if (lines[i] ~ b) { d = ms(lines[i]) - ms(lines[from]); if (d < 0) d += 86400000; print d; exit }
-      print "?"
-    }' "$1"
-}
-
-# report_figure LINE: prints a figure line, and appends it to $HYDRO_FIGURES when set.
-report_figure() {
-  echo "$1"
-  [ -z "${HYDRO_FIGURES:-}" ] || echo "$1" >>"$HYDRO_FIGURES"
-}
-
-# report_path NAME LOG SIGNAL_REGEX: prints the figures for one Slurm path from the job's log:
-# the steps lost (the step the exit checkpoint holds minus the step the restart resumed at), the
-# time from the signal to the committed checkpoint, and from hydro-launch's start in the
-# restarted job to its first training step. Appends them to $HYDRO_FIGURES when set.
-report_path() {
-  local name=$1 log=$2 sig=$3 ck resumed lost commit restart
-  ck=$({ grep -oP 'checkpoint of step \K[0-9]+(?= committed.*exiting)' "$log" || true; } | tail -1)
-  resumed=$({ grep -oP 'resumed from .* at step \K[0-9]+' "$log" || true; } | tail -1)
-  lost=$(( ${ck:-0} - ${resumed:-0} ))
-  commit=$(ms_between "$log" "$sig" 'checkpoint of step [0-9]+ committed')
-  restart=$(ms_between "$log" 'hydro-launch\[[0-9]+\] .*resuming from step' 'first step done')
-  report_figure "FIGURE path=$name steps_lost=$lost signal_to_commit_ms=$commit restart_to_first_step_ms=$restart"
 }
 
 # A job of several ranks whose tasks each write their own log, $work/rankN.log: output that srun
