@@ -21,10 +21,12 @@ tests_running() {
 # scripts/test to run one after another. The core, the config reader, the plugin, hydro-launch,
 # hydroctl and the store: the sanitize tier's units and the Slurm smoke tests; the torch layer,
 # the examples and the build: the main tier's torch units and the smoke tests; a unit test: both
-# tiers' units; a Python module: its own
-# test file (tests/python/test_NAME.py) and the binding's basic ones; a test file or script: its
-# tests; Slurm's scripts: the option test on both proctrack plugins; the packaging (debian/, rpm/,
-# scripts/package): the oldest tier's package tests. The style check always.
+# tiers' units; the binding's C and C++ (python/*.cpp, *.h, *.c): the torch units and the
+# binding's basic tests and the fork guard's; a Python module: its own test file
+# (tests/python/test_NAME.py) and the binding's basic ones; a test file or script: its tests;
+# Slurm's scripts and the integration tests' helpers: the option test on both proctrack plugins;
+# the packaging (debian/, rpm/, scripts/package): the oldest tier's package tests. The style check
+# always.
 changed_selections() {
   local f regex=() sanitize= torch= packages=()
   while read -r f; do
@@ -33,14 +35,15 @@ changed_selections() {
         sanitize=1 regex+=("$changed_smoke") ;;
       runtime/torch/* | examples/* | tests/torch/* | cmake/* | CMakeLists.txt) torch=1 regex+=("$changed_smoke") ;;
       tests/unit/*) sanitize=1 torch=1 ;;
-      python/_C.cpp | python/*.h) torch=1 regex+=('python\.test_(runtime|pause|job)') ;;
+      python/*.cpp | python/*.h | python/*.c) torch=1 regex+=('python\.test_(runtime|pause|job|fork_guard)') ;;
       python/hydro/*.py)
         f=$(basename "$f" .py); f=${f#_}
         regex+=('python\.test_(runtime|pause|job)')
         [ ! -f "$hydro_top/tests/python/test_$f.py" ] || regex+=("python\.test_$f") ;;
       tests/python/test_*.py) regex+=("python\.$(basename "$f" .py)") ;;
       tests/python/*) regex+=('python\.test_.*') ;;
-      tests/integration/lib.sh | tests/integration/own_host.sh | scripts/slurm-local | scripts/slurm-nodes.sh)
+      tests/integration/lib.sh | tests/integration/show_waits.sh | tests/integration/figures.sh | \
+        tests/integration/own_host.sh | scripts/slurm-local | scripts/slurm-nodes.sh)
         regex+=('slurm\.option\.(cgroup|linuxproc)' 'multinode\.moved\.cgroup') ;;
       tests/integration/*.sh) regex+=($(tests_running "$build" "$(basename "$f")" | sed 's/\./\\./g')) ;;
       tests/fuzz/*) sanitize=1 ;;
