@@ -183,15 +183,16 @@ paced_program() {
 # A run that has not ended after $reference_limit seconds (300 unless the test sets it) fails while
 # it still runs, so that fail shows where its processes wait, and the log its Python ranks' stacks.
 reference_run() {
-  local opts=() want pid i rc=0
+  local opts=() want pid limit=${reference_limit:-300} rc=0
   while [ "$1" != -- ]; do opts+=("$1"); shift; done
   shift
   srun "${opts[@]}" "${in_image[@]}" "$train" "$@" >"$work/reference.log" 2>&1 &
   pid=$!
-  for ((i = 0; i < ${reference_limit:-300} * 10; i++)); do kill -0 "$pid" 2>/dev/null && sleep 0.1 || break; done
-  if kill -0 "$pid" 2>/dev/null; then
-    HYDRO_TEST_LOGS="${HYDRO_TEST_LOGS:-} $work/reference.log" HYDRO_TEST_LOG_LINES=400 \
-      fail "the reference run had not ended after ${reference_limit:-300}s"
+  local deadline=$((SECONDS + limit))
+  while kill -0 "$pid" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.2; done
+  if kill -0 "$pid" 2>/dev/null; then  # fail's report, then srun (and so the step) ended too
+    (HYDRO_TEST_LOGS="${HYDRO_TEST_LOGS:-} $work/reference.log" HYDRO_TEST_LOG_LINES=400 \
+      fail "the reference run had not ended after ${limit}s") || { kill "$pid" 2>/dev/null; exit 1; }
   fi
   wait "$pid" || rc=$?
   [ "$rc" = 0 ] || fail "reference run failed ($rc): $(tail -5 "$work/reference.log")"

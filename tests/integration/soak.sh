@@ -28,7 +28,7 @@ args=(--steps "$steps" --hidden 64 --log-every 50)
 echo 40 >"$work/pace"  # --step-ms while the events come; 0 for the last run
 
 note "reference: two ranks, $steps steps, never interrupted"
-reference_limit=1200  # $steps unpaced: longer than most tests' reference runs
+reference_limit=$((300 + minutes * 30))  # $steps unpaced, which grow with MINUTES
 want=$(reference_run -n 2 -- "${args[@]}")
 note "reference weights_digest=$want"
 
