@@ -1,4 +1,4 @@
-# Sourced by lib.sh: Figures from hydro's log lines ("who[pid] HH:MM:SS.mmm: message").
+# Sourced by lib.sh: figures from hydro's log lines ("who[pid] HH:MM:SS.mmm: message").
 # ms_between FILE REGEX_A REGEX_B: milliseconds from the last line matching A to the first line
 # after it matching B.
 ms_between() {

@@ -183,12 +183,11 @@ paced_program() {
 # A run that has not ended after $reference_limit seconds (300 unless the test sets it) fails while
 # it still runs, so that fail shows where its processes wait, and the log its Python ranks' stacks.
 reference_run() {
-  local opts=() want pid limit=${reference_limit:-300} rc=0
+  local opts=() want pid limit=${reference_limit:-300} rc=0 deadline
   while [ "$1" != -- ]; do opts+=("$1"); shift; done
   shift
   srun "${opts[@]}" "${in_image[@]}" "$train" "$@" >"$work/reference.log" 2>&1 &
-  pid=$!
-  local deadline=$((SECONDS + limit))
+  pid=$! deadline=$((SECONDS + limit))
   while kill -0 "$pid" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.2; done
   if kill -0 "$pid" 2>/dev/null; then  # fail's report, then srun (and so the step) ended too
     (HYDRO_TEST_LOGS="${HYDRO_TEST_LOGS:-} $work/reference.log" HYDRO_TEST_LOG_LINES=400 \
