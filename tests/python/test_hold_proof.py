@@ -17,6 +17,10 @@ import hydro.distributed  # noqa: F401
 
 WORKER = os.path.join(HERE, "hold_proof_worker.py")
 STEPS, SLOW = 6, 3
+# The groups' timeout: rank 1's slow step (1.5 s of running time) and the test's own delays before
+# a hold fit within it with seconds to spare on a loaded machine; each hold is over 3 times it.
+TIMEOUT = 4
+HOLD = 3 * TIMEOUT + 1
 DONE = f"done {2 ** (STEPS + 1) - 2}"
 TORCH2 = int(torch.__version__.split(".")[0]) >= 2
 
@@ -26,7 +30,7 @@ def start(mode, tmp_path, pause="on"):
     ranks = []
     for r in range(2):
         env = hydro_env({"HYDRO_PAUSE": pause, "HYDRO_CKPT_DIR": str(tmp_path / f"r{r}"), "PYTHONUNBUFFERED": "1"})
-        ranks.append(spawn([sys.executable, WORKER, mode, str(r), str(port), str(STEPS), str(SLOW)],
+        ranks.append(spawn([sys.executable, WORKER, mode, str(r), str(port), str(STEPS), str(SLOW), str(TIMEOUT)],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
     assert ranks[1].stdout.readline().strip() == "slow", ranks[1].communicate()
     time.sleep(0.5)  # rank 0 now waits for rank 1 inside all_reduce
@@ -56,7 +60,7 @@ def finish(ranks):
 @pytest.mark.parametrize("tstp", [True, False], ids=["suspend", "freeze"])
 def test_a_hold_three_times_the_timeout_inside_a_collective_costs_nothing(tmp_path, tstp):
     ranks = start("runtime_first", tmp_path)
-    hold(ranks, 7, tstp)
+    hold(ranks, HOLD, tstp)
     codes, out = finish(ranks)
     assert codes == [0, 0], out
     for o, _ in out:
@@ -70,7 +74,7 @@ def test_a_group_split_by_device_mesh_imported_before_hydro_costs_nothing_either
         assert not hasattr(torch.distributed, "split_group")
         return
     ranks = start("split", tmp_path)
-    hold(ranks, 7)
+    hold(ranks, HOLD)
     codes, out = finish(ranks)
     assert codes == [0, 0], out
     for o, _ in out:
@@ -80,7 +84,7 @@ def test_a_group_split_by_device_mesh_imported_before_hydro_costs_nothing_either
 def test_without_hydro_the_same_hold_fails_the_job(tmp_path):
     # The control: the failure hydro prevents is real on this torch.
     ranks = start("plain", tmp_path, pause="off")
-    hold(ranks, 7)
+    hold(ranks, HOLD)
     codes, out = finish(ranks)
     assert codes != [0, 0], out
     assert any("Timed out" in err or "Connection closed" in err for _, err in out), out
@@ -89,7 +93,7 @@ def test_without_hydro_the_same_hold_fails_the_job(tmp_path):
 def test_a_group_made_before_the_runtime_is_switched_when_it_starts(tmp_path):
     # A torch that cannot switch a Gloo group once made (1.13, 2.6) has it made hold-proof at once.
     ranks = start("group_first", tmp_path)
-    hold(ranks, 7)
+    hold(ranks, HOLD)
     codes, out = finish(ranks)
     assert codes == [0, 0], out
     assert all(o.strip().endswith(DONE) for o, _ in out), out
@@ -107,7 +111,7 @@ def test_a_rank_stopped_alone_is_caught_as_a_hang(tmp_path):
     out, err = ranks[0].communicate()
     assert ranks[0].returncode == 124, (out, err)  # hydro.EXIT_WATCHDOG, no watchdog FIFO here
     assert "hang: no step ended in" in err, err
-    assert "over the process groups' timeout of 2.0 s" in err, err
+    assert f"over the process groups' timeout of {TIMEOUT:.1f} s" in err, err
 
 
 def test_an_evaluation_longer_than_the_timeout_is_no_hang(tmp_path):

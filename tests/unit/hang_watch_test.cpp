@@ -85,11 +85,13 @@ TEST(HangWatch, FiresOnceWhenNoProgressComesWithinTheTimeout) {
   EXPECT_EQ(fired.load(), 1);
 }
 
+// The steps below come every 10 ms for three times the timeout, 1 s: only a stall of this thread
+// of 1 s (0.5 s for the probe) while the watch's thread runs would make the watch speak.
 TEST(HangWatch, ProgressKeepsItQuiet) {
   std::atomic<bool> fired{false};
   HangWatch w(
-      200ms, [&](double, double) { fired = true; }, 10ms, [] { return false; });
-  for (int i = 0; i < 100; ++i) {  // 1 s of steps of 10 ms, five times the timeout
+      1s, [&](double, double) { fired = true; }, 10ms, [] { return false; });
+  for (int i = 0; i < 300; ++i) {
     w.progress();
     std::this_thread::sleep_for(10ms);
   }
@@ -109,8 +111,8 @@ struct FakeWork final : WorkSignal {
 TEST(HangWatch, WhileStepsEndInTimeItNeverProbesForWork) {
   FakeWork work;
   HangWatch w(
-      200ms, [](double, double) {}, 10ms, [] { return false; }, &work);
-  for (int i = 0; i < 100; ++i) {  // 1 s of steps of 10 ms
+      1s, [](double, double) {}, 10ms, [] { return false; }, &work);
+  for (int i = 0; i < 300; ++i) {  // steps of 10 ms for 3 s
     w.progress();
     std::this_thread::sleep_for(10ms);
   }
@@ -124,8 +126,8 @@ TEST(HangWatch, WorkBetweenStepsKeepsItQuietAndItsEndCountsAgain) {
   std::atomic<bool> fired{false};
   HangWatch w(
       100ms, [&](double, double) { fired = true; }, 10ms, [] { return false; }, &work);
+  work.busy = true;  // before the step's end: no stall between the two can make a hang
   w.progress();
-  work.busy = true;
   std::this_thread::sleep_for(1s);
   EXPECT_FALSE(fired.load());
   EXPECT_GT(work.probes.load(), 0);
@@ -144,7 +146,7 @@ TEST(HangWatch, AHoldCountsNothingAndItsEndCountsAgain) {
   EXPECT_TRUE(eventually([&] { return fired.load(); }));
 }
 
-// A process stopped for 20 times the timeout (as Slurm's suspend stops every rank), then
+// A process stopped for 4 times the timeout (as Slurm's suspend stops every rank), then
 // continued, goes on with its steps and sees no hang; stopped while it makes no progress at all,
 // it does, once it runs again for the timeout.
 int child_exit(bool steps_after_stop) {
@@ -153,9 +155,10 @@ int child_exit(bool steps_after_stop) {
     std::atomic<bool> fired{false};
     {
       HangWatch w(
-          200ms, [&](double, double) { fired = true; }, 10ms, [] { return false; });
+          1s, [&](double, double) { fired = true; }, 10ms, [] { return false; });
       w.progress();
-      const auto end = Clock::now() + 8s;
+      // Steps go on for 8 s; with none, the loop waits (up to a minute) for the watch to speak.
+      const auto end = Clock::now() + (steps_after_stop ? 8s : 60s);
       while (Clock::now() < end && !fired) {
         if (steps_after_stop) w.progress();
         std::this_thread::sleep_for(5ms);

@@ -13,6 +13,8 @@
 #include <thread>
 #include <vector>
 
+#include "fault_fs.h"
+
 namespace hydro {
 namespace {
 
@@ -48,17 +50,20 @@ TEST(WorkShare, TheCallerRunsWhatTheHelperHasNotTaken) {
   helper_busy.get_future().wait();
   std::mutex mu;
   std::set<std::thread::id> ran_on;
+  std::atomic<int> ran{0};
   for (int i = 0; i < 10; ++i)
     share.add([&] {
       std::lock_guard<std::mutex> lock(mu);
       ran_on.insert(std::this_thread::get_id());
+      ++ran;
     });
   auto finished = std::async(std::launch::async, [&] {
     share.finish();
     return std::this_thread::get_id();
   });
-  // finish() ran the ten itself, then waits for the helper's task.
-  EXPECT_EQ(finished.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout);
+  // finish() runs the ten itself, then waits for the helper's task, which the gate holds.
+  EXPECT_TRUE(test::eventually([&] { return ran.load() == 10; }));
+  EXPECT_EQ(finished.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout);
   {
     std::lock_guard<std::mutex> lock(mu);
     EXPECT_EQ(ran_on.size(), 1u);
