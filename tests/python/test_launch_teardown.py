@@ -12,7 +12,7 @@ from conftest import hydro_env, wait_for
 LAUNCH = os.path.join(os.environ["HYDRO_BUILD_DIR"], "launcher", "hydro-launch")
 
 PROGRAM = textwrap.dedent("""
-    import sys, time
+    import os, sys, time
     import torch
     import hydro
     model = torch.nn.Linear(4, 4)
@@ -23,19 +23,28 @@ PROGRAM = textwrap.dedent("""
         rt.step_end(step)
     rt.close()
     open(sys.argv[1], "w").close()
-    time.sleep(1)  # the teardown: a last save, an evaluation
+    # The teardown (a last save, an evaluation) lasts until the test has seen hydro-launch's answer.
+    for _ in range(6000):
+        if os.path.exists(sys.argv[2]):
+            break
+        time.sleep(0.01)
     print("teardown done", flush=True)
 """)
 
 
 def test_a_requeue_signal_after_the_runtime_closed_lets_the_program_finish(python, tmp_path):
     (tmp_path / "program.py").write_text(PROGRAM)
-    closed = tmp_path / "closed"
-    p = subprocess.Popen([LAUNCH, "--requeue-signal", "USR1", "--", python, str(tmp_path / "program.py"), str(closed)],
-                         env=hydro_env({"HYDRO_CKPT_DIR": str(tmp_path / "ckpt")}), stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+    closed, go, log = tmp_path / "closed", tmp_path / "go", tmp_path / "launch.err"
+    answer = "runtime has closed (its training is over): no checkpoint to ask for"
+    with open(log, "w") as err_file:
+        p = subprocess.Popen([LAUNCH, "--requeue-signal", "USR1", "--", python, str(tmp_path / "program.py"), str(closed),
+                              str(go)], env=hydro_env({"HYDRO_CKPT_DIR": str(tmp_path / "ckpt")}),
+                             stdout=subprocess.PIPE, stderr=err_file, text=True)
     wait_for(closed.exists, timeout=300, poll=0.01)
     p.send_signal(signal.SIGUSR1)
-    out, err = p.communicate(timeout=300)
-    assert "runtime has closed (its training is over): no checkpoint to ask for" in err, err
+    wait_for(lambda: answer in log.read_text() or p.poll() is not None, timeout=300, poll=0.01)
+    go.touch()
+    out, _ = p.communicate(timeout=300)
+    err = log.read_text()
+    assert answer in err, err
     assert (p.returncode, out) == (0, "teardown done\n"), err

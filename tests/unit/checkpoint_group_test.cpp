@@ -51,7 +51,7 @@ TEST(CheckpointGroup, VoteAnyGrantsWhatOneRankAsksAllOnlyWhatEveryRankAsks) {
   for (CheckpointMode mode : {CheckpointMode::sync_any, CheckpointMode::sync_all}) {
     MemoryStore store;
     std::vector<std::unique_ptr<CheckpointGroup>> groups;
-    for (int r = 0; r < 3; ++r) groups.emplace_back(new CheckpointGroup(store, r, 3, "h", 5000ms));
+    for (int r = 0; r < 3; ++r) groups.emplace_back(new CheckpointGroup(store, r, 3, "h", test::kEveryRankComes));
     // Round 1: only rank 1 wants to exit. Round 2: everyone wants a checkpoint, rank 2 also exit.
     // Round 3: everyone wants to exit.
     struct Ask {
@@ -84,7 +84,7 @@ TEST(CheckpointGroup, VoteAnyGrantsWhatOneRankAsksAllOnlyWhatEveryRankAsks) {
 TEST(CheckpointGroup, ASuspendCheckpointIsAllowedOnlyWhenItFitsOnEveryRank) {
   MemoryStore store;
   std::vector<std::unique_ptr<CheckpointGroup>> groups;
-  for (int r = 0; r < 3; ++r) groups.emplace_back(new CheckpointGroup(store, r, 3, "h", 5000ms));
+  for (int r = 0; r < 3; ++r) groups.emplace_back(new CheckpointGroup(store, r, 3, "h", test::kEveryRankComes));
   // Round 1: rank 2's does not fit. Round 2: every rank's fits, and rank 0 asks to exit.
   // Round 3: rank 1 has its SIGTSTP: every rank checkpoints, even in sync_all.
   std::vector<std::vector<SuspendVote>> votes = {{{true, false}, {true, false}, {false, false}},
@@ -116,7 +116,7 @@ TEST(CheckpointGroup, EveryRankWritesItsShardIntoOneCheckpoint) {
   std::vector<CheckpointInfo> info(3);
   auto st = run_ranks(3, [&](int r) {
     CheckpointDir dir(t.path + "/ck");
-    CheckpointGroup g(store, r, 3, "h", 5000ms);
+    CheckpointGroup g(store, r, 3, "h", test::kEveryRankComes);
     return g.save(
         dir, 40, false, 2, [&](CheckpointWriter& w) { return write_shard(w, r); }, &info[r]);
   });
@@ -293,7 +293,7 @@ TEST(CheckpointGroup, UnsharedDirectoriesGetACompleteCheckpointPerNode) {
   std::vector<int> committed(3, -1);
   auto st = run_ranks(3, [&](int r) {
     CheckpointDir dir(root_of(r));
-    CheckpointGroup g(store, r, 3, r == 0 ? "a" : "b", 5000ms);
+    CheckpointGroup g(store, r, 3, r == 0 ? "a" : "b", test::kEveryRankComes);
     Status s = g.save(
         dir, 30, false, 0, [&](CheckpointWriter& w) { return write_shard(w, r); }, nullptr);
     if (!s.ok()) return s;

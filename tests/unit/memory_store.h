@@ -2,6 +2,7 @@
 // uses hydro's TCP store (hydro/tcp_store.h), which needs munged.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -49,6 +50,10 @@ class MemoryStore : public RankStore {
   std::condition_variable cv_;
   std::map<std::string, std::string> kv_;
 };
+
+// A group's timeout where every rank comes: they meet as soon as the last has written its files
+// (real fsyncs, slow on a loaded disk), so it only bounds a broken test.
+inline constexpr std::chrono::milliseconds kEveryRankComes{60000};
 
 // Runs fn(rank) for each rank of `world` on a thread of its own; their Statuses, by rank.
 template <typename Fn>

@@ -59,13 +59,19 @@ std::vector<std::string> task_env(int rank, int port) {
           "MASTER_PORT=" + std::to_string(port)};
 }
 
-// Generation 0: task 1's program fails, task 0's trains on (sleeps) until it is killed.
-// Generation 1: both end cleanly. Each records the generations it ran in DIR/ran.RANK.
-std::string program(const std::string& dir) {
+// Each program records the generations it ran in DIR/ran.RANK, and in generation 0 waits until
+// the other task's program has too: however late either starts, each has run generation 0.
+std::string records_generation(const std::string& dir) {
   return "echo \"gen${HYDRO_RESTART_GENERATION:-0}\" >> " + dir +
          "/ran.$SLURM_PROCID; "
-         "[ \"${HYDRO_RESTART_GENERATION:-0}\" = 1 ] && exit 0; "
-         "[ \"$SLURM_PROCID\" = 1 ] && { sleep 0.5; exit 3; }; exec sleep 1000";
+         "[ \"${HYDRO_RESTART_GENERATION:-0}\" = 1 ] && exit 0; " +
+         test::until_true("[ -s " + dir + "/ran.$((1 - SLURM_PROCID)) ]");
+}
+
+// Generation 0: task 1's program fails, task 0's trains on (sleeps) until it is killed.
+// Generation 1: both end cleanly.
+std::string program(const std::string& dir) {
+  return records_generation(dir) + "[ \"$SLURM_PROCID\" = 1 ] && exit 3; exec sleep 1000";
 }
 
 TEST(RestartGroup, AFailedTaskRestartsEveryTasksProgramTogetherInTheSameAllocation) {
@@ -96,9 +102,7 @@ TEST(RestartGroup, AFailedTaskRestartsEveryTasksProgramTogetherInTheSameAllocati
 TEST(RestartGroup, TwoTasksThatFailAtOnceAgreeOnOneCall) {
   test::TempDir t;
   const int port = master_port();
-  const std::string both_fail = "echo \"gen${HYDRO_RESTART_GENERATION:-0}\" >> " + t.path +
-                                "/ran.$SLURM_PROCID; [ \"${HYDRO_RESTART_GENERATION:-0}\" = 1 ] && exit 0; "
-                                "sleep 0.5; exit $((3 + SLURM_PROCID))";
+  const std::string both_fail = records_generation(t.path) + "exit $((3 + SLURM_PROCID))";
   pid_t pids[2];
   for (int rank : {0, 1})
     pids[rank] = test::spawn_launcher({"--restarts", "1", "--", "/bin/sh", "-c", both_fail}, task_env(rank, port),

@@ -76,7 +76,7 @@ std::vector<ResumeChoice> choose_on_nodes(const std::vector<std::set<int64_t>>& 
     s.world_size = world;
     s.checkpoint_dir = dir.root();
     if (!held[r].empty()) s.resume_from = dir.root() + "/" + CheckpointDir::name_for(*held[r].rbegin());
-    CheckpointGroup g(store, r, world, "node" + std::to_string(r), 5000ms);
+    CheckpointGroup g(store, r, world, "node" + std::to_string(r), test::kEveryRankComes);
     return choose_resume(
         posix_fs(), s, &g, [](const std::string&) {}, &out[r]);
   });
@@ -133,7 +133,7 @@ void save_on_hosts(const TempDir& t, const std::vector<std::string>& hosts, int6
   MemoryStore store;
   auto st = run_ranks(world, [&](int r) {
     CheckpointDir dir(t.path + "/" + hosts[r]);
-    CheckpointGroup g(store, r, world, hosts[r], 5000ms);
+    CheckpointGroup g(store, r, world, hosts[r], test::kEveryRankComes);
     return g.save(
         dir, step, false, 0, [&](CheckpointWriter& w) { return w.write_file("model.pt", "rank " + std::to_string(r)); },
         nullptr);
@@ -152,7 +152,7 @@ std::vector<Status> resume_on_hosts(const TempDir& t, const std::vector<std::str
     s.rank = r;
     s.world_size = world;
     s.checkpoint_dir = t.path + "/" + hosts[r];
-    CheckpointGroup g(store, r, world, hosts[r], 5000ms);
+    CheckpointGroup g(store, r, world, hosts[r], test::kEveryRankComes);
     return choose_resume(
         posix_fs(), s, &g, [](const std::string&) {}, &(*out)[r], reshard);
   });

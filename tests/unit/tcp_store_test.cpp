@@ -135,8 +135,9 @@ TEST_F(TcpStoreTest, AGetAllWaitsForEveryKeyOrReturnsTheOnesSet) {
 }
 
 // Slurm's suspend stops every process of the step, the store's server with the rank that waits on
-// it. Stopped for 3 times a get's timeout, then continued, the get goes on and takes the key set
+// it. Stopped for twice a get's timeout, then continued, the get goes on and takes the key set
 // after the resume: its wait counts running time only. (With wall-clock deadlines it timed out.)
+// The get runs about 0.4 s of its 2 s: a stall of over a second would be needed to fail it.
 // Its store lives in a child that the test stops: the parent starts no thread before the fork (a
 // child forked from threads cannot start its own under ThreadSanitizer, scripts/sanitize).
 class TcpStoreForkTest : public TcpStoreTest {
@@ -164,7 +165,7 @@ TEST_F(TcpStoreForkTest, AGetStoppedLongerThanItsTimeoutGoesOnAfterTheResume) {
     });
     (void)!::write(ready[1], "r", 1);
     std::string v;
-    Status s = a->get("late", milliseconds(1000), &v);
+    Status s = a->get("late", milliseconds(2000), &v);
     setter.join();
     ::_exit(s.ok() && v == "x" ? 0 : 1);
   }
@@ -174,7 +175,7 @@ TEST_F(TcpStoreForkTest, AGetStoppedLongerThanItsTimeoutGoesOnAfterTheResume) {
   ASSERT_EQ(::read(ready[0], &c, 1), 1) << "the child ended before it was ready";
   std::this_thread::sleep_for(milliseconds(100));
   ::kill(pid, SIGSTOP);
-  std::this_thread::sleep_for(milliseconds(3000));
+  std::this_thread::sleep_for(milliseconds(4000));
   ::kill(pid, SIGCONT);
   std::this_thread::sleep_for(milliseconds(300));
   ASSERT_EQ(::write(go[1], "g", 1), 1);

@@ -2,7 +2,7 @@
 //   hydro_watchdog_worker hang DIR    arms a 1 s timer, starts `sleep 1000` in its own process group
 //                                     (like a DataLoader worker), writes DIR/worker.pid and
 //                                     DIR/sleeper.pid, then hangs
-//   hydro_watchdog_worker disarm DIR  arms a 1 s timer, disarms it in time (ScopedTimer), outlives
+//   hydro_watchdog_worker disarm DIR  arms a 3 s timer, disarms it in time (ScopedTimer), outlives
 //                                     the deadline, writes DIR/done and exits 0
 #include <signal.h>
 #include <unistd.h>
@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
     return 3;
   }
   // The test's files are written before the 1 s timer is armed, and the disarmed step does nothing
-  // inside it: on a loaded machine the 1 s must not run out first.
+  // inside its 3 s: on a loaded machine the timer must not run out first.
   if (mode == "hang") {
     pid_t sleeper = ::fork();
     if (sleeper == 0) {
@@ -52,10 +52,10 @@ int main(int argc, char** argv) {
   }
   if (mode == "disarm") {
     {
-      hydro::ScopedTimer timer(watchdog, "train step", 1);
+      hydro::ScopedTimer timer(watchdog, "train step", 3);
       if (!timer.status().ok()) return 4;
     }
-    ::sleep(3);  // well past the deadline
+    ::sleep(4);  // past the deadline
     write_file(dir + "/done", "done");
     return 0;
   }

@@ -2,7 +2,7 @@
 # hydro-launch --watchdog-file (which exports TORCHELASTIC_TIMER_FILE):
 #   watchdog_worker.py hang DIR    starts `sleep 1000` (a DataLoader-like child in the same process
 #                                  group), writes DIR/sleeper.pid, then hangs inside expires(after=1)
-#   watchdog_worker.py finish DIR  leaves expires(after=1) in time, outlives the deadline, writes
+#   watchdog_worker.py finish DIR  leaves expires(after=3) in time, outlives the deadline, writes
 #                                  DIR/done and exits 0
 import os
 import subprocess
@@ -22,7 +22,7 @@ def write(name, text):
 
 
 # The test's files are written before the 1 s timer is armed, and the quick step does nothing
-# inside it: on a loaded machine the 1 s must not run out first.
+# inside its 3 s: on a loaded machine the timer must not run out first.
 if mode == "hang":
     sleeper = subprocess.Popen(["sleep", "1000"])
     write("sleeper.pid", str(sleeper.pid))
@@ -30,9 +30,9 @@ if mode == "hang":
     with timer.expires(after=1, scope="hung step"):
         time.sleep(1000)
 elif mode == "finish":
-    with timer.expires(after=1, scope="quick step"):
+    with timer.expires(after=3, scope="quick step"):
         pass
-    time.sleep(3)
+    time.sleep(4)
     write("done", "done")
 else:
     sys.exit("unknown mode " + mode)
