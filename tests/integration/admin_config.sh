@@ -107,7 +107,7 @@ state=$(sinfo -h -o %t)
 note "a config broken after submit fails job $job, naming $yaml's line 2; the node stays $state"
 
 # A second Unix user runs a job: the directory is made as that user, mode 0700.
-for u in hydro-alice hydro-mallory; do id "$u" >/dev/null 2>&1 || useradd --no-create-home --shell /bin/sh "$u"; done
+make_users hydro-alice hydro-mallory
 printf 'checkpoint_dir: %s/%%u/%%j\n' "$base" >"$yaml"
 echo "required $plugin config=$yaml" >"$plugstack"
 as() { local u=$1; shift; runuser -u "$u" -- env SLURM_CONF="$SLURM_CONF" "$@"; }

@@ -7,7 +7,7 @@ source "$(dirname "$0")/lib.sh"
 start_cluster "${1:-cgroup}"
 echo "required $build/spank/spank_hydro.so" >"$HYDRO_SLURM_DIR/plugstack.conf"  # no checkpoint_dir
 
-id hydro-alice >/dev/null 2>&1 || useradd --no-create-home --shell /bin/sh hydro-alice
+make_users hydro-alice
 make_work
 chmod 755 "$work"
 submit=$work/alice

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # In-job restart when a task fails after another task's program has ended well (as a crash in
-# teardown does): srun -n 2 hydro-launch --restarts 1, rank 1's task exits 3 two seconds after its
-# program's last step, in generation 0 only; rank 0's program has ended well by then. Rank 0's
-# hydro-launch stays in the restart group until every task's program has ended, so both start
+# teardown does): srun -n 2 hydro-launch --restarts 1, rank 1's task exits 3 after its program's
+# last step, in generation 0 only, once rank 0's task has ended well (its hydro-launch reaped it).
+# Rank 0's hydro-launch stays in the restart group until every task's program has ended, so both start
 # again together as generation 1 from the newest checkpoint, inside the same allocation (no
 # requeue), and end with the weights of a run never interrupted.
 source "$(dirname "$0")/lib.sh"
@@ -16,10 +16,15 @@ want=$(reference_run -n 2 -- "${args[@]}") || fail "no weights_digest in the ref
 
 cat >"$work/fails_at_end.sh" <<'TASK'
 #!/bin/bash
+dir=$(dirname "$0")
+[ "${HYDRO_RESTART_GENERATION:-0}" = 0 ] && echo $$ >"$dir/task$SLURM_PROCID.pid"
 "$@"
 rc=$?
 if [ "$rc" = 0 ] && [ "$SLURM_PROCID" = 1 ] && [ "${HYDRO_RESTART_GENERATION:-0}" = 0 ]; then
-  sleep 2
+  for _ in $(seq 3000); do  # until rank 0's task is gone (a zombie still answers kill -0), up to 300 s
+    p=$(cat "$dir/task0.pid" 2>/dev/null) && [ -n "$p" ] && ! kill -0 "$p" 2>/dev/null && break
+    sleep 0.1
+  done
   echo "rank 1: the task fails after its program ended well"
   exit 3
 fi

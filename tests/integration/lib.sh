@@ -224,6 +224,17 @@ count() {
   echo "${n:-0}"
 }
 
+# make_users NAME...: local users for a test's jobs. Tests that run at once share /etc/passwd: a lock
+# on /etc (its own in the Debian 13 root), so that two never both find a user missing and both add
+# it (the second's useradd fails).
+make_users() {
+  local u
+  for u in "$@"; do
+    flock /etc sh -c 'id "$1" >/dev/null 2>&1 || useradd --no-create-home --shell /bin/sh "$1"' _ "$u" ||
+      fail "could not add the user $u"
+  done
+}
+
 # wait_count FILE REGEX N [SECONDS]: until at least N lines match.
 wait_count() {
   local file=$1 re=$2 n=$3 limit=${4:-60} i
@@ -235,8 +246,9 @@ wait_count() {
 }
 
 # launcher_requeued JOB: a regex for hydro-launch's line when it requeued JOB itself, or, with no
-# scontrol where it runs (in a container), left the requeue to the host (hydro's plugin, RequeueExit).
-launcher_requeued() { echo "job $1 requeued|exiting 85 for the host to requeue the job"; }
+# scontrol where it runs (in a container), left the requeue to the host (hydro's plugin, RequeueExit);
+# one line a requeue: not another task's "requeued already".
+launcher_requeued() { echo "job $1 requeued\$|exiting 85 for the host to requeue the job"; }
 
 job_state() { scontrol show job "$1" 2>/dev/null | grep -oP 'JobState=\K\S+' || echo UNKNOWN; }
 

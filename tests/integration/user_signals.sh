@@ -12,7 +12,7 @@ make_work
 chmod 0777 "$work"
 args=(--steps "$steps" --log-every 25 "${model[@]}")
 ctl=$build/ctl/hydroctl
-for u in hydro-alice hydro-mallory; do id "$u" >/dev/null 2>&1 || useradd --no-create-home --shell /bin/sh "$u"; done
+make_users hydro-alice hydro-mallory
 as() { local u=$1; shift; (cd /tmp && runuser -u "$u" -- env SLURM_CONF="$SLURM_CONF" "$@"); }
 # hydroctl status JOBID finds the directory from the admin's template, as slurm-local sets it.
 printf 'checkpoint_dir: %s/checkpoints/%%u/%%j\n' "$HYDRO_SLURM_DIR" >"$work/hydro.yaml"
