@@ -12,12 +12,26 @@ namespace {
 // program to have ended. Only a peer whose hydro-launch is gone makes a task wait this long.
 constexpr std::chrono::seconds kGroupTimeout{120};
 
-// Calls generation `next` for this task's failure, or follows the call another task made first.
+// The program exited 0 on its own: no SIGTERM from Slurm, no kill by the watchdog.
+bool ended_well(const RunEnd& end) {
+  return !end.terminating && end.hang.empty() && WIFEXITED(end.wait_status) && WEXITSTATUS(end.wait_status) == 0;
+}
+
+void say_called_after_ending(int next, const std::string& call) {
+  say("generation " + std::to_string(next) + " was called after this task's program ended well (" + call +
+      "): starting it again with every task's");
+}
+
+// Calls generation `next` for this task's failure, or follows the call another task made first
+// (which may have come just after this task's program ended well: it is said so).
 bool call_or_follow(const Options& o, const RunEnd& end, int done, RestartGroup* group, int world_size) {
   const int next = done + 1;
   std::string standing;
   if (group && group->called(next, &standing)) {
-    say("generation " + std::to_string(next) + " was called (" + standing + "): starting this task's program again");
+    if (ended_well(end))
+      say_called_after_ending(next, standing);
+    else
+      say("generation " + std::to_string(next) + " was called (" + standing + "): starting this task's program again");
     return true;
   }
   RestartDecision r = decide_restart(
@@ -38,16 +52,11 @@ bool call_or_follow(const Options& o, const RunEnd& end, int done, RestartGroup*
 // program fails at the end (a crash in teardown, say) can still restart them all together. true
 // when a peer called the next generation meanwhile.
 bool called_while_ending(const RunEnd& end, int done, RestartGroup* group) {
-  if (!group || end.terminating || !end.hang.empty() || !WIFEXITED(end.wait_status) ||
-      WEXITSTATUS(end.wait_status) != 0)
-    return false;
+  if (!group || !ended_well(end)) return false;
   const int next = done + 1;
   std::string call;
   switch (group->finish(next, kGroupTimeout, &call)) {
-    case RestartGroup::Finish::called:
-      say("generation " + std::to_string(next) + " was called after this task's program ended well (" + call +
-          "): starting it again with every task's");
-      return true;
+    case RestartGroup::Finish::called: say_called_after_ending(next, call); return true;
     case RestartGroup::Finish::timed_out:
       say("warning: not every task's program had ended within " + std::to_string(kGroupTimeout.count()) +
           " s of this one's; a failure of theirs now requeues the job");
