@@ -2,8 +2,8 @@
 # In-job restart when a task fails after another task's program has ended well (as a crash in
 # teardown does): srun -n 2 hydro-launch --restarts 1, rank 1's task exits 3 after its program's
 # last step, in generation 0 only, once rank 0's task has ended well (its hydro-launch reaped it).
-# Rank 0's hydro-launch stays in the restart group until every task's program has ended, so both start
-# again together as generation 1 from the newest checkpoint, inside the same allocation (no
+# Rank 0's hydro-launch stays in the restart group until every task's program has ended, so both
+# start again together as generation 1 from the newest checkpoint, inside the same allocation (no
 # requeue), and end with the weights of a run never interrupted.
 source "$(dirname "$0")/lib.sh"
 start_cluster "${1:-cgroup}"

@@ -1,4 +1,5 @@
-# One rank of a 2-rank gloo job whose own process group has a TIMEOUT s timeout: each step all-reduces.
+# One rank of a 2-rank gloo job whose own process group has a TIMEOUT s timeout: each step
+# all-reduces.
 # Rank 1 sleeps at SLOW_STEP (printing "slow"), so that rank 0 waits for it inside the collective
 # when the test holds or stops them. Prints "done <value>"; the value is 2^(steps+1) - 2.
 # `split` all-reduces over a group that torch.distributed.device_mesh's own split_group makes (it

@@ -33,7 +33,7 @@ namespace {
 // here, not Slurm's default 2 s: only a stall of the machine of over 20 s could turn the
 // checkpoint off (a grace that is too short: tests/integration/suspend_grace.sh).
 void suspend_run(bool suspend_checkpoint, bool* checkpointed, bool* op_armed) {
-  test::TempDir t{test::TempDir::InMemory{}};  // the save is timed against the 2 s: no disk's fsync
+  test::TempDir t{test::TempDir::InMemory{}};  // the save is timed against the grace: no disk's fsync
   auto model = make_model();
   torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.1));
   Settings s;

@@ -53,23 +53,22 @@ inline LaunchResult run_launcher(const std::vector<std::string>& args, const std
 }
 
 // `show job` prints a job with PreemptTime=PREEMPT (a real Slurm's preemption is tested in
-// tests/integration/preempt.sh) and records nothing.
-// `end`: the job's EndTime as Slurm prints it; "+N", N seconds after the first `show` (so that no
-// delay in starting hydro-launch eats into it).
+// tests/integration/preempt.sh) and EndTime=END, and records nothing. END "+N": N seconds after
+// the first `show` (so that no delay in starting hydro-launch eats into it), kept in a file.
 inline std::string fake_scontrol(const std::string& dir, const std::string& preempt = "None",
                                  const std::string& end = "Unknown") {
   const std::string path = dir + "/scontrol";
   const std::string end_file = dir + "/scontrol.end";
+  const bool from_first_show = end.rfind('+', 0) == 0;
   {
     std::ofstream f(path);
     f << "#!/bin/sh\nif [ \"$1\" = show ]; then\n";
-    if (end.rfind('+', 0) == 0)
+    if (from_first_show)
       f << "  [ -f " << end_file << " ] || date -d \"@$(( $(date +%s) " << end << " ))\" +%Y-%m-%dT%H:%M:%S > "
         << end_file << "\n";
-    else
-      f << "  echo '" << end << "' > " << end_file << "\n";
     f << "  echo '   JobState=RUNNING'; echo '   PreemptEligibleTime=2026-11-23T05:47:01 PreemptTime=" << preempt
-      << "'; echo \"   StartTime=2026-11-23T05:40:00 EndTime=$(cat " << end_file << ") Deadline=N/A\"; exit 0\nfi\n"
+      << "'; echo \"   StartTime=2026-11-23T05:40:00 EndTime=" << (from_first_show ? "$(cat " + end_file + ")" : end)
+      << " Deadline=N/A\"; exit 0\nfi\n"
       << "echo \"$@\" > " << dir << "/scontrol.args\n";
   }
   ::chmod(path.c_str(), 0755);
